@@ -1,0 +1,5 @@
+import sys
+
+from rlscale.cli import main
+
+sys.exit(main())

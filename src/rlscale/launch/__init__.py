@@ -1,0 +1,5 @@
+"""Multi-GPU launchers: pure command resolution (:mod:`.command`), the job around it (:mod:`.run`), process-group
+supervision (:mod:`.supervise`) and the per-rank entry point (:mod:`.worker`).
+
+Importing this package imports nothing else, so ``--dry_run`` stays free of torch.
+"""

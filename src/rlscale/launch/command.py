@@ -1,0 +1,360 @@
+"""Pure resolution of a multi-GPU launch: launcher arguments in, distributed-launcher argv out.
+
+A multi-GPU command is a supervisor that builds one ``torchrun`` (or skrl JAX launcher) command and runs a worker
+script once per rank. :class:`LauncherCfg` describes one such command; ``train_multigpu`` is :data:`TRAIN_MULTIGPU`
+and each ``benchmark <workflow>_multigpu`` comes from :func:`benchmark_launcher_cfg`. Nothing here starts a process or
+imports torch, so ``--dry_run`` stays fast; :mod:`rlscale.launch.supervise` runs the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from argparse import Namespace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+GpuCounter = Callable[[], int]
+
+TORCHRUN_ARGS = (
+    *("nnodes", "node_rank", "master_addr", "master_port", "rdzv_backend", "rdzv_endpoint", "rdzv_id"),
+    *("max_restarts", "monitor_interval", "start_method", "role", "tee", "redirects", "local_ranks_filter", "log_dir"),
+)
+"""Options forwarded to ``torchrun`` as ``--<name> <value>``, in this order, each only when set."""
+
+SKRL_JAX_ARGS = ("nnodes", "node_rank", "coordinator_address")
+"""Options forwarded to ``skrl.utils.distributed.jax``, in this order, each only when set."""
+
+TORCHRUN_ONLY_ARGS = (*(name for name in TORCHRUN_ARGS if name not in SKRL_JAX_ARGS), "log_all_ranks")
+"""Options skrl's JAX launcher has no equivalent for."""
+
+RL_LIBRARIES = ("rsl_rl", "rl_games", "skrl")
+"""Libraries with a distributed training path."""
+
+BENCHMARK_WORKFLOWS = ("startup", "runtime", "training")
+"""Benchmark workflows that have a ``*_multigpu`` variant."""
+
+WORKER_SCRIPT = str(Path(__file__).resolve().with_name("worker.py"))
+"""Script every rank runs."""
+
+
+class LaunchError(ValueError):
+    """Launcher arguments that cannot work; the message names the flag, the value seen and the fix."""
+
+
+@dataclass(frozen=True)
+class LauncherCfg:
+    """Static description of one multi-GPU launcher command.
+
+    Args:
+        prog: Program name shown in usage and error lines.
+        description: One-line description shown by ``--help``.
+        worker_script: Absolute path of the script each rank runs.
+        worker_prefix_args: Arguments placed before the forwarded ones on every rank (e.g. the benchmark workflow).
+        worker_flags: Arguments appended to every rank's command unless already present.
+        rl_libraries: Choices of ``--rl_library``; an empty tuple omits the option.
+        default_rl_library: Library used when ``--rl_library`` is not given.
+        supports_jax: Whether ``--rl_library skrl --ml_framework jax`` may use skrl's JAX launcher.
+    """
+
+    prog: str
+    description: str
+    worker_script: str
+    worker_prefix_args: tuple[str, ...] = ()
+    worker_flags: tuple[str, ...] = ("--distributed",)
+    rl_libraries: tuple[str, ...] = ()
+    default_rl_library: str = "rsl_rl"
+    supports_jax: bool = True
+
+
+TRAIN_MULTIGPU = LauncherCfg(
+    prog="rlscale train_multigpu",
+    description="Train one policy on several GPUs (one torchrun rank per GPU) or several CPU processes.",
+    worker_script=WORKER_SCRIPT,
+    rl_libraries=RL_LIBRARIES,
+)
+"""The ``rlscale train_multigpu`` (alias ``train-multigpu``) launcher."""
+
+
+def benchmark_launcher_cfg(workflow: str, worker_script: str = WORKER_SCRIPT) -> LauncherCfg:
+    """Return the launcher of ``rlscale benchmark <workflow>_multigpu``.
+
+    ``workflow`` is one of :data:`BENCHMARK_WORKFLOWS`, optionally with a ``_multigpu``/``-multigpu`` suffix; every
+    rank runs ``worker_script --workflow <workflow>``. Only ``training`` offers ``--rl_library``; none supports skrl
+    JAX. Raises ``ValueError`` for a workflow without a multi-GPU variant.
+    """
+    base = workflow.removesuffix("_multigpu").removesuffix("-multigpu")
+    if base not in BENCHMARK_WORKFLOWS:
+        raise ValueError(f"Benchmark workflow {workflow!r} has no multi-GPU variant; valid: {BENCHMARK_WORKFLOWS}.")
+    return LauncherCfg(
+        prog=f"rlscale benchmark {base}_multigpu",
+        description=f"Run the {base} benchmark with one rank per GPU.",
+        worker_script=worker_script,
+        worker_prefix_args=("--workflow", base),
+        rl_libraries=RL_LIBRARIES if base == "training" else (),
+        supports_jax=False,
+    )
+
+
+class _LauncherParser(argparse.ArgumentParser):
+    """Argument parser whose errors are one line on stderr and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        # The default prints the whole multi-line usage first, which buries the one line that matters.
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser(cfg: LauncherCfg) -> argparse.ArgumentParser:
+    """Build the launcher's parser; every argument it does not know is forwarded to the worker."""
+    parser = _LauncherParser(
+        prog=cfg.prog, description=cfg.description, allow_abbrev=False, epilog="Other arguments go to every rank."
+    )
+    add = parser.add_argument
+    if cfg.rl_libraries:
+        add("--rl_library", choices=cfg.rl_libraries, default=cfg.default_rl_library, help="Training library.")
+    add(
+        "--num_gpus",
+        "--nproc_per_node",
+        dest="nproc_per_node",
+        default=None,
+        help="Ranks per node (positive integer). Default: every visible GPU; with --device cpu, 1 CPU process.",
+    )
+    add("--nnodes", help="Number of nodes: N, or MIN:MAX for torchrun elastic training.")
+    add("--node_rank", help="Rank of this node, in [0, nnodes).")
+    add("--coordinator_address", help="HOST:PORT of the JAX coordinator (skrl with --ml_framework jax only).")
+    add("--master_addr", help="Address of node 0 (torchrun static rendezvous).")
+    add("--master_port", help="Port on node 0, 1..65535 (torchrun static rendezvous).")
+    add("--rdzv_backend", help="torchrun rendezvous backend, e.g. c10d.")
+    add("--rdzv_endpoint", help="torchrun rendezvous endpoint, HOST[:PORT].")
+    add("--rdzv_id", help="torchrun rendezvous job id.")
+    add("--max_restarts", help="torchrun: worker-group restarts before failing.")
+    add("--monitor_interval", help="torchrun: worker monitor interval [s].")
+    add("--start_method", choices=("spawn", "fork", "forkserver"), help="torchrun: multiprocessing start method.")
+    add("--role", help="torchrun: worker role name.")
+    add("--tee", help="torchrun: tee worker streams to the console and --log_dir.")
+    add("--redirects", help="torchrun: redirect worker streams to --log_dir.")
+    add("--local_ranks_filter", help="torchrun: local ranks shown on the console (default 0).")
+    add("--log_dir", help="torchrun: directory for per-rank logs.")
+    add("--log_all_ranks", action="store_true", help="Show every rank's console output, not only local rank 0.")
+    add("--dry_run", action="store_true", help="Print the resolved command and exit without starting it.")
+    return parser
+
+
+def forwarded_value(forwarded: Sequence[str], name: str) -> str | None:
+    """Return the last value of option ``name`` in ``forwarded`` (``--x v`` or ``--x=v``), or ``None``."""
+    value = None
+    for index, arg in enumerate(forwarded):
+        if arg == name and index + 1 < len(forwarded):
+            value = forwarded[index + 1]
+        elif arg.startswith(f"{name}="):
+            value = arg[len(name) + 1 :]
+    return value
+
+
+def nvml_device_count() -> int:
+    """Return NVML's GPU count; raises when NVML is missing or fails to initialise."""
+    import pynvml  # Lazy: only needed when CUDA_VISIBLE_DEVICES is unset, and its import slows --dry_run.
+
+    pynvml.nvmlInit()
+    try:
+        return int(pynvml.nvmlDeviceGetCount())
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def visible_gpu_count(environ: Mapping[str, str], nvml_count: GpuCounter = nvml_device_count) -> tuple[int, str]:
+    """Return the GPUs visible to this node's ranks (``CUDA_VISIBLE_DEVICES`` entries, else NVML) and the source."""
+    raw = environ.get("CUDA_VISIBLE_DEVICES")
+    if raw is not None:
+        entries = [entry.strip() for entry in raw.split(",")]
+        if raw.strip() and not all(entries):
+            raise LaunchError(
+                f"CUDA_VISIBLE_DEVICES={raw!r} has an empty entry; list device indices or UUIDs separated by "
+                "single commas, e.g. CUDA_VISIBLE_DEVICES=0,1."
+            )
+        return sum(1 for entry in entries if entry), f"CUDA_VISIBLE_DEVICES={raw!r}"
+    try:
+        return nvml_count(), "NVML"
+    except Exception as exc:  # No driver, no library or no pynvml all mean that no GPU can be used here.
+        return 0, f"NVML unavailable: {exc or type(exc).__name__}"
+
+
+def world_size(args: Namespace) -> int | None:
+    """Return ``nnodes × nproc_per_node`` of resolved arguments, or ``None`` for an elastic ``MIN:MAX`` range."""
+    nnodes = args.nnodes or "1"
+    return int(nnodes) * int(args.nproc_per_node) if nnodes.isdigit() else None
+
+
+def uses_skrl_jax(args: Namespace, forwarded: Sequence[str]) -> bool:
+    """Return whether the launch goes through skrl's JAX launcher instead of torchrun."""
+    return getattr(args, "rl_library", None) == "skrl" and forwarded_value(forwarded, "--ml_framework") == "jax"
+
+
+def _int_in(flag: str, raw: str, low: int, high: int | None = None, fix: str = "") -> int:
+    """Return ``raw`` as an integer in ``[low, high]``, or raise naming the flag, the value and the fix."""
+    if not raw.isdigit() or int(raw) < low or (high is not None and int(raw) > high):
+        span = f"an integer in {low}..{high}" if high is not None else f"an integer >= {low}"
+        raise LaunchError(f"{flag} must be {span}, got {raw!r}{'; ' + fix if fix else '.'}")
+    return int(raw)
+
+
+def _check_topology(args: Namespace, jax: bool) -> None:
+    """Validate ``--nnodes``, ``--node_rank``, the ports and the rendezvous address."""
+    max_nodes = 1
+    if args.nnodes is not None:
+        low, sep, high = args.nnodes.partition(":")
+        if sep and not jax and low.isdigit() and high.isdigit() and 1 <= int(low) <= int(high):
+            max_nodes = int(high)
+        else:
+            fix = "use N (skrl JAX takes no range)." if jax else "use N, or MIN:MAX for elastic torchrun."
+            max_nodes = _int_in("--nnodes", args.nnodes, 1, fix=fix)
+    nnodes = args.nnodes or "1"  # torchrun's default is a single node.
+    if args.node_rank is not None and nnodes.isdigit():
+        _int_in("--node_rank", args.node_rank, 0, int(nnodes) - 1, f"node ranks run 0..{int(nnodes) - 1}.")
+    elif args.node_rank is not None:
+        _int_in("--node_rank", args.node_rank, 0)
+    if args.master_port is not None:
+        _int_in("--master_port", args.master_port, 1, 65535)
+    if args.coordinator_address is not None:
+        host, _, port = args.coordinator_address.rpartition(":")
+        if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise LaunchError(
+                f"--coordinator_address must be HOST:PORT with a port in 1..65535, got {args.coordinator_address!r}."
+            )
+    # Without an address each node rendezvouses on its own localhost and waits forever for the others.
+    if max_nodes > 1 and jax and args.coordinator_address is None:
+        raise LaunchError(f"--nnodes={args.nnodes} with skrl JAX needs --coordinator_address HOST:PORT of node 0.")
+    if max_nodes > 1 and not jax and args.master_addr is None and args.rdzv_endpoint is None:
+        raise LaunchError(
+            f"--nnodes={args.nnodes} needs an address every node can reach: --master_addr HOST --master_port PORT, "
+            "or --rdzv_backend c10d --rdzv_endpoint HOST:PORT."
+        )
+
+
+def resolve_nproc(
+    args: Namespace, forwarded: Sequence[str], environ: Mapping[str, str], nvml_count: GpuCounter = nvml_device_count
+) -> int:
+    """Return the ranks per node; with forwarded ``--device cpu`` they are CPU processes (default 1, no GPU check)."""
+    requested = None
+    if args.nproc_per_node is not None:
+        fix = "omit it to use every visible GPU (1 process with --device cpu)."
+        requested = _int_in("--num_gpus/--nproc_per_node", str(args.nproc_per_node), 1, fix=fix)
+    device = forwarded_value(forwarded, "--device")
+    if device is not None and device.partition(":")[0] == "cpu":
+        return requested or 1
+    visible, source = visible_gpu_count(environ, nvml_count)
+    if visible == 0:
+        asked = f"--num_gpus={requested}" if requested else "the default --num_gpus (all visible GPUs)"
+        raise LaunchError(
+            f"{asked} needs a GPU but none is visible ({source}); pass --device cpu to run the ranks as CPU "
+            "processes (gloo), or expose GPUs via CUDA_VISIBLE_DEVICES."
+        )
+    if requested is not None and requested > visible:
+        raise LaunchError(
+            f"--num_gpus/--nproc_per_node={requested} exceeds the {visible} GPU(s) visible ({source}); lower "
+            "--num_gpus or expose more devices via CUDA_VISIBLE_DEVICES (e.g. CUDA_VISIBLE_DEVICES=0,1,2,3)."
+        )
+    return requested or visible
+
+
+def validate_launch(
+    args: Namespace,
+    forwarded: Sequence[str],
+    cfg: LauncherCfg,
+    environ: Mapping[str, str],
+    nvml_count: GpuCounter = nvml_device_count,
+) -> None:
+    """Raise :class:`LaunchError` on the first argument that cannot work; else resolve ``args.nproc_per_node``."""
+    jax = uses_skrl_jax(args, forwarded)
+    if jax and not cfg.supports_jax:
+        raise LaunchError(f"{cfg.prog} does not support skrl with --ml_framework jax; use --ml_framework torch.")
+    if jax:
+        given = [f"--{name}" for name in TORCHRUN_ONLY_ARGS if getattr(args, name) not in (None, False)]
+        if given:
+            raise LaunchError(
+                f"{', '.join(given)}: torchrun-only option(s), not accepted by skrl's JAX launcher "
+                "(--rl_library skrl --ml_framework jax); drop them and use --coordinator_address HOST:PORT instead."
+            )
+    elif args.coordinator_address is not None:
+        raise LaunchError(
+            f"--coordinator_address={args.coordinator_address} is only for --rl_library skrl --ml_framework jax; "
+            "torchrun takes --master_addr/--master_port or --rdzv_endpoint."
+        )
+    _check_topology(args, jax)
+    args.nproc_per_node = resolve_nproc(args, forwarded, environ, nvml_count)  # Last: it may query NVML.
+
+
+def parse_launcher_args(
+    argv: Sequence[str], cfg: LauncherCfg, environ: Mapping[str, str], *, nvml_count: GpuCounter = nvml_device_count
+) -> tuple[Namespace, list[str]]:
+    """Parse and validate launcher options; return them with the arguments forwarded to every rank.
+
+    Unknown arguments are forwarded unchanged and in order; the first ``--`` ends the launcher options and is
+    dropped (splitting here, not in argparse, keeps ``--`` handling identical across Python versions).
+    ``--ml_framework`` and ``--device`` are read from the forwarded arguments but stay there.
+
+    Args:
+        argv: Launcher command line without the program/subcommand name.
+        cfg: Launcher configuration.
+        environ: Environment of the launch (``CUDA_VISIBLE_DEVICES``).
+        nvml_count: GPU counter used when ``CUDA_VISIBLE_DEVICES`` is unset.
+
+    Returns:
+        The options, with ``nproc_per_node`` resolved to an ``int``, and the forwarded arguments.
+        A user error prints one line on stderr and raises ``SystemExit(2)`` via ``parser.error``.
+    """
+    argv = list(argv)
+    tail: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, tail = argv[:cut], argv[cut + 1 :]
+    parser = build_parser(cfg)
+    args, extras = parser.parse_known_args(argv)
+    forwarded = [*extras, *tail]
+    try:
+        validate_launch(args, forwarded, cfg, environ, nvml_count)
+    except LaunchError as exc:
+        parser.error(str(exc))
+    return args, forwarded
+
+
+def build_launch_command(
+    args: Namespace,
+    forwarded: Sequence[str],
+    cfg: LauncherCfg,
+    environ: Mapping[str, str],
+    *,
+    python_executable: str | None = None,
+) -> list[str]:
+    """Return the distributed-launcher argv; starts nothing.
+
+    Args:
+        args: Options from :func:`parse_launcher_args` (an unresolved ``nproc_per_node`` is resolved here).
+        forwarded: Arguments forwarded to every rank.
+        cfg: Launcher configuration.
+        environ: Environment of the launch, used only to resolve an unresolved ``nproc_per_node``.
+        python_executable: Interpreter for the launcher; defaults to ``sys.executable``.
+
+    Returns:
+        ``[python, -m, torch.distributed.run | skrl.utils.distributed.jax, ..., worker, ...]``.
+
+    Raises:
+        LaunchError: If ``nproc_per_node`` still needs resolving and cannot be resolved.
+    """
+    nproc = args.nproc_per_node
+    if not isinstance(nproc, int):
+        nproc = resolve_nproc(args, forwarded, environ)
+    jax = uses_skrl_jax(args, forwarded)
+    module = "skrl.utils.distributed.jax" if jax else "torch.distributed.run"
+    command = [python_executable or sys.executable, "-m", module, "--nproc_per_node", str(nproc)]
+    for name in SKRL_JAX_ARGS if jax else TORCHRUN_ARGS:
+        if getattr(args, name) is not None:
+            command += [f"--{name}", str(getattr(args, name))]
+    # Every rank repeats the same startup output; failures still surface through torchrun and ``record``.
+    if not jax and not args.log_all_ranks and args.local_ranks_filter is None:
+        command += ["--local_ranks_filter", "0"]
+    library = ["--rl_library", args.rl_library] if cfg.rl_libraries else []
+    flags = [flag for flag in cfg.worker_flags if flag not in forwarded]
+    return [*command, cfg.worker_script, *cfg.worker_prefix_args, *library, *forwarded, *flags]

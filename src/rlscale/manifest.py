@@ -1,0 +1,86 @@
+"""``manifest.json``: what ran, where, with which versions, and how it ended."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import socket
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+PACKAGES = ("rlscale", "torch", "rsl-rl-lib", "rl-games", "skrl", "jax", "jaxlib", "numpy")
+
+
+def utc_now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def package_versions() -> dict[str, str | None]:
+    """Installed versions, read from package metadata (no imports)."""
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def git_state(path: Path | None = None) -> dict[str, str | bool | None]:
+    """SHA and dirty flag of the git checkout holding rlscale's source, if it is one."""
+    cwd = path or Path(__file__).resolve().parent
+
+    def git(*args: str) -> str | None:
+        try:
+            return subprocess.run(
+                ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=True
+            ).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    sha = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no") if sha else None
+    return {"sha": sha, "dirty": None if status is None else bool(status)}
+
+
+def device_description(device: str) -> dict:
+    """Torch/CUDA versions and, on CUDA, the GPU's name."""
+    import torch
+
+    info = {"device": device, "torch": torch.__version__, "cuda": torch.version.cuda, "gpu_name": None}
+    if device.startswith("cuda") and torch.cuda.is_available():
+        info["gpu_name"] = torch.cuda.get_device_name(torch.device(device))
+    return info
+
+
+class Manifest:
+    """Accumulates the run's record and rewrites ``manifest.json`` atomically at each change."""
+
+    def __init__(self, path: Path, **fields) -> None:
+        self.path = path
+        self.data = {
+            "status": "running",
+            "start_time": utc_now(),
+            "end_time": None,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "versions": package_versions(),
+            "git": git_state(),
+            **fields,
+        }
+        self.write()
+
+    def update(self, **fields) -> None:
+        self.data.update(fields)
+        self.write()
+
+    def finish(self, status: str, **fields) -> None:
+        self.update(status=status, end_time=utc_now(), **fields)
+
+    def write(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_name(f".{self.path.name}.tmp")
+        temporary.write_text(json.dumps(self.data, indent=2, default=str) + "\n")
+        os.replace(temporary, self.path)

@@ -1,0 +1,98 @@
+"""What every library adapter takes and returns, so `rlscale train` treats the libraries alike."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import pickle
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlscale.dist import RankInfo
+
+
+@dataclass
+class PolicyProbe:
+    """Set by the adapter once the library has built the policy; reads its trainable parameters on demand."""
+
+    read: Callable[[], dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True)
+class TrainContext:
+    """One run's settings, already validated by the CLI."""
+
+    device: str
+    """Torch device of this rank's task and policy (``cpu`` or ``cuda:N``)."""
+    max_iterations: int
+    """PPO iterations (rollout + update) to run in this invocation."""
+    seed: int
+    """Base seed; each adapter makes the library's RNGs use base seed + global rank."""
+    log_dir: Path
+    """Where the library writes TensorBoard events and checkpoints (rank 0), or this rank's own folder."""
+    rank: RankInfo
+    resume: Path | None = None
+    """Checkpoint to continue from; already checked to exist and to load with ``weights_only=True``."""
+    ml_framework: str = "torch"
+    policy_probe: PolicyProbe = field(default_factory=PolicyProbe)
+
+
+@dataclass
+class TrainResult:
+    """What the adapter hands back after training."""
+
+    start_iteration: int
+    iterations_completed: int
+    """Iterations counted from the start of training, including those before a resume."""
+    checkpoint: Path | None
+    """Final checkpoint written on this rank (None on ranks that write none)."""
+
+
+def parameter_digest(state: dict[str, Any]) -> str:
+    """SHA-256 over the parameters' names, shapes and float32 bytes, in name order."""
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        value = state[name]
+        array = value.detach().cpu().float().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+        array = np.ascontiguousarray(array, dtype=np.float32)
+        digest.update(name.encode())
+        digest.update(str(array.shape).encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+class _BytesOnlyUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
+
+
+def check_weights_only(path: Path, ml_framework: str = "torch") -> None:
+    """Refuse a checkpoint that needs arbitrary unpickling, before a library loads it without that guard.
+
+    torch checkpoints must load with ``weights_only=True``; skrl's JAX checkpoints are a pickled dict of flax byte
+    strings, so they must unpickle without importing any class.
+
+    Raises:
+        ValueError: if the file is damaged or holds anything but weights.
+    """
+    try:
+        if ml_framework == "jax":
+            with open(path, "rb") as file:
+                _BytesOnlyUnpickler(file).load()
+        else:
+            torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # UnpicklingError, RuntimeError or EOFError, depending on the damage
+        raise ValueError(f"checkpoint {path} cannot be loaded as weights only: {error}") from error
+
+
+@contextlib.contextmanager
+def library_console(log_dir: Path):
+    """Send a library's own console prints to ``library_console.log``; rlscale prints its one line per iteration."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with open(log_dir / "library_console.log", "a") as sink, contextlib.redirect_stdout(sink):
+        yield

@@ -1,0 +1,69 @@
+"""CPU/gloo shims for libraries whose distributed code assumes NCCL and CUDA.
+
+rsl_rl, rl_games and skrl each hard-code ``init_process_group("nccl")`` and ``torch.cuda.set_device``, so none of them
+can run multi-process on CPU as shipped. Everything here acts only when the ranks run on the CPU; on CUDA the
+libraries' own NCCL path runs untouched.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.distributed as dist
+
+_installed = False
+
+
+def use_gloo_for_cpu_ranks(device: str) -> None:
+    """Route the libraries' NCCL process-group init to gloo and make ``cuda.set_device`` a no-op, on CPU ranks.
+
+    Must run before ``import skrl``, which creates the process group at import time when ``WORLD_SIZE > 1``.
+    """
+    global _installed
+    if not str(device).startswith("cpu") or _installed:
+        return
+    _installed = True
+    original_init = dist.init_process_group
+
+    def init_process_group(backend=None, *args, **kwargs):
+        return original_init("gloo" if backend in (None, "nccl") else backend, *args, **kwargs)
+
+    dist.init_process_group = init_process_group
+    torch.cuda.set_device = lambda *args, **kwargs: None
+
+
+class CpuPinnedConfig(dict):
+    """rl_games config dict that keeps ``device`` on the CPU.
+
+    With ``multi_gpu`` rl_games overwrites ``config['device']`` with ``cuda:LOCAL_RANK``; this subclass survives
+    rl_games' deepcopy of the params and ignores that write.
+    """
+
+    def __setitem__(self, key, value):
+        if key == "device" and str(value).startswith("cuda"):
+            value = "cpu"
+        super().__setitem__(key, value)
+
+
+def configure_rsl_rl_runner(runner) -> None:
+    """Replacement for ``OnPolicyRunner._configure_multi_gpu`` that picks gloo for CPU ranks.
+
+    rsl_rl raises unless ``device == cuda:LOCAL_RANK`` and always uses NCCL; this keeps its bookkeeping
+    (``gpu_*`` attributes, ``cfg["multi_gpu"]``) identical and only chooses the backend by device.
+    """
+    runner.gpu_world_size = int(os.getenv("WORLD_SIZE", "1"))
+    runner.is_distributed = runner.gpu_world_size > 1
+    if not runner.is_distributed:
+        runner.gpu_local_rank = runner.gpu_global_rank = 0
+        runner.cfg["multi_gpu"] = None
+        return
+    runner.gpu_local_rank = int(os.getenv("LOCAL_RANK", "0"))
+    runner.gpu_global_rank = int(os.getenv("RANK", "0"))
+    runner.cfg["multi_gpu"] = {
+        "global_rank": runner.gpu_global_rank,
+        "local_rank": runner.gpu_local_rank,
+        "world_size": runner.gpu_world_size,
+    }
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", rank=runner.gpu_global_rank, world_size=runner.gpu_world_size)

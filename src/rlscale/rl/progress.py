@@ -1,0 +1,139 @@
+"""Library-agnostic progress: a task wrapper that counts steps, episodes and iteration times.
+
+Every library steps the task through its own loop, so watching ``step`` is the one place that sees all three alike.
+Statistics stay on the task's device and are read once per iteration, so the hot path adds no host sync.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TextIO
+
+import torch
+
+from rlscale.tasks.base import Observations, VecTask
+
+
+@dataclass
+class IterationRecord:
+    """One finished iteration as seen from the task: the rollout, then the library's update."""
+
+    iteration: int
+    """Iteration number counted from the start of training (a resumed run continues the count)."""
+    collection_s: float
+    """Wall time from the first to the last env step of the rollout."""
+    iteration_s: float
+    """Wall time from this rollout's first step to the next rollout's first step (collection + learning)."""
+    mean_return: float
+    """Mean undiscounted return of the episodes that ended during the rollout (NaN if none did)."""
+    mean_episode_length: float
+    """Mean length in steps of those episodes (NaN if none did)."""
+
+
+class TrackedTask(VecTask):
+    """Forwards to a task and records per-iteration timing and episode statistics.
+
+    Args:
+        task: The task to wrap.
+        steps_per_iteration: Rollout length of the library's PPO config (env steps per iteration).
+        start_iteration: Iteration number of the first rollout (non-zero after a resume).
+        total_iterations: Last iteration number + 1, for the ETA.
+        world_size: Ranks stepping in lockstep, for the global throughput.
+        stream: Where the one-line progress reports go; None prints nothing.
+        on_iteration_start: Called with the iteration number before the first step of each rollout.
+    """
+
+    def __init__(
+        self,
+        task: VecTask,
+        steps_per_iteration: int,
+        start_iteration: int,
+        total_iterations: int,
+        world_size: int = 1,
+        stream: TextIO | None = sys.stdout,
+        on_iteration_start: Callable[[int], None] | None = None,
+    ) -> None:
+        self.task = task
+        self.cfg = task.cfg
+        self.num_envs, self.device, self.num_actions = task.num_envs, task.device, task.num_actions
+        self.observation_dims, self.max_episode_length = task.observation_dims, task.max_episode_length
+        self.step_dt, self.is_finite_horizon = task.step_dt, task.is_finite_horizon
+        self.steps_per_iteration = steps_per_iteration
+        self.total_iterations = total_iterations
+        self.world_size = world_size
+        self.stream = stream
+        self.on_iteration_start = on_iteration_start
+        self.records: list[IterationRecord] = []
+        self._iteration = start_iteration
+        self._steps_in_rollout = 0
+        self._rollout_start = self._last_step_end = 0.0
+        self._sums = torch.zeros(3, device=self.device)  # returns, lengths, episode count
+        self._last_means = (math.nan, math.nan)
+
+    episode_length_buf = property(
+        lambda self: self.task.episode_length_buf,
+        lambda self, value: setattr(self.task, "episode_length_buf", value),
+    )
+
+    def reset(self) -> tuple[Observations, dict]:
+        return self.task.reset()
+
+    def get_observations(self) -> Observations:
+        return self.task.get_observations()
+
+    def close(self) -> None:
+        self.task.close()
+
+    def step(self, actions: torch.Tensor):
+        now = time.perf_counter()
+        if self._steps_in_rollout == self.steps_per_iteration:
+            self._finish_iteration(now)
+        if self._steps_in_rollout == 0:
+            if self.on_iteration_start is not None:
+                self.on_iteration_start(self._iteration)
+            self._rollout_start = time.perf_counter()
+        observations, reward, terminated, truncated, extras = self.task.step(actions)
+        done = (terminated | truncated).to(self._sums.dtype)
+        self._sums += torch.stack(
+            ((extras["episode_return"] * done).sum(), (extras["episode_length"] * done).sum(), done.sum())
+        )
+        self._steps_in_rollout += 1
+        self._last_step_end = time.perf_counter()
+        return observations, reward, terminated, truncated, extras
+
+    def finish(self) -> None:
+        """Close the last iteration once the library has returned (its update is done by then)."""
+        if self._steps_in_rollout:
+            self._finish_iteration(time.perf_counter())
+
+    def _finish_iteration(self, now: float) -> None:
+        returns, lengths, count = self._sums.tolist()  # the one host sync per iteration
+        self._sums.zero_()
+        if count:
+            self._last_means = (returns / count, lengths / count)
+        record = IterationRecord(
+            iteration=self._iteration,
+            collection_s=self._last_step_end - self._rollout_start,
+            iteration_s=now - self._rollout_start,
+            mean_return=self._last_means[0],
+            mean_episode_length=self._last_means[1],
+        )
+        self.records.append(record)
+        self._iteration += 1
+        self._steps_in_rollout = 0
+        if self.stream is not None:
+            print(self._progress_line(record), file=self.stream, flush=True)
+
+    def _progress_line(self, record: IterationRecord) -> str:
+        fps = self.steps_per_iteration * self.num_envs * self.world_size / max(record.iteration_s, 1e-9)
+        recent = self.records[-10:]
+        seconds_per_iteration = sum(r.iteration_s for r in recent) / len(recent)
+        eta = max(0, self.total_iterations - self._iteration) * seconds_per_iteration
+        return (
+            f"[rlscale] it {record.iteration + 1}/{self.total_iterations}  {fps:,.0f} steps/s  "
+            f"return {record.mean_return:.2f}  ep_len {record.mean_episode_length:.1f}  ETA {eta:.0f}s"
+        )

@@ -1,0 +1,136 @@
+"""rl-games 1.6.5 adapter: an ``IVecEnv`` registered with ``vecenv``/``env_configurations``, and rl_games' Runner."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import gymnasium
+import numpy as np
+import torch
+from rl_games.common import env_configurations, vecenv
+from rl_games.common.algo_observer import AlgoObserver
+from rl_games.common.ivecenv import IVecEnv
+from rl_games.torch_runner import Runner
+
+from rlscale.rl.common import TrainContext, TrainResult, library_console
+from rlscale.rl.dist_compat import CpuPinnedConfig
+from rlscale.tasks.base import VecTask
+
+ENV_NAME = "rlscale"
+"""Name under which the task is registered with rl_games (``config.env_name``)."""
+
+
+def rollout_length(agent_cfg: dict) -> int:
+    return int(agent_cfg["params"]["config"]["horizon_length"])
+
+
+def default_iterations(agent_cfg: dict) -> int:
+    return int(agent_cfg["params"]["config"]["max_epochs"])
+
+
+class RlGamesVecEnv(IVecEnv):
+    """rl_games' env contract, as Isaac Lab's ``RlGamesVecEnvWrapper``: ``obs`` (+ ``states`` for a critic group),
+    observations clipped to ``clip_observations``, ``dones = terminated | truncated`` and ``time_outs`` in infos."""
+
+    def __init__(self, task: VecTask, clip_observations: float, clip_actions: float) -> None:
+        self.task = task
+        self.clip_observations = clip_observations
+        self.clip_actions = clip_actions
+        self.observation_space = gymnasium.spaces.Box(
+            -clip_observations, clip_observations, (task.observation_dims["policy"],), np.float32
+        )
+        self.action_space = gymnasium.spaces.Box(-clip_actions, clip_actions, (task.num_actions,), np.float32)
+        critic_dim = task.observation_dims.get("critic")
+        self.state_space = (
+            gymnasium.spaces.Box(-clip_observations, clip_observations, (critic_dim,), np.float32)
+            if critic_dim
+            else None
+        )
+
+    def _convert(self, observations: dict[str, torch.Tensor]):
+        policy = observations["policy"].clamp(-self.clip_observations, self.clip_observations)
+        if self.state_space is None:
+            return policy
+        critic = observations["critic"].clamp(-self.clip_observations, self.clip_observations)
+        return {"obs": policy, "states": critic}
+
+    def step(self, actions: torch.Tensor):
+        observations, reward, terminated, truncated, extras = self.task.step(
+            actions.clamp(-self.clip_actions, self.clip_actions)
+        )
+        infos = {"episode": extras.get("log", {})}
+        if not self.task.is_finite_horizon:
+            infos["time_outs"] = truncated
+        return self._convert(observations), reward, terminated | truncated, infos
+
+    def reset(self):
+        observations, _ = self.task.reset()
+        return self._convert(observations)
+
+    def get_number_of_agents(self) -> int:
+        return 1
+
+    def get_env_info(self) -> dict:
+        info = {"observation_space": self.observation_space, "action_space": self.action_space, "agents": 1}
+        if self.state_space is not None:
+            info["state_space"] = self.state_space
+        return info
+
+
+class _KeepAgent(AlgoObserver):
+    """Keeps the agent (``Runner.run`` returns nothing) and, unlike rl_games' default observer, adds no per-step
+    host copy of the done indices."""
+
+    def __init__(self, policy_probe) -> None:
+        self.agent = None
+        self.policy_probe = policy_probe
+
+    def after_init(self, algo) -> None:
+        self.agent = algo
+        self.policy_probe.read = lambda: dict(algo.model.named_parameters())
+
+
+def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
+    """Train with rl_games' Runner; with ``multi_gpu`` rl_games adds the global rank to the seed itself."""
+    params = copy.deepcopy(agent_cfg["params"])
+    env_clip = params.pop("env", {})
+    wrapped = RlGamesVecEnv(task, env_clip.get("clip_observations", np.inf), env_clip.get("clip_actions", 1.0))
+    vecenv.register(ENV_NAME, lambda config_name, num_actors, **kwargs: wrapped)
+    env_configurations.register(ENV_NAME, {"vecenv_type": ENV_NAME, "env_creator": lambda **kwargs: wrapped})
+
+    start = checkpoint_iteration(ctx.resume, agent_cfg) if ctx.resume else 0
+    config = params["config"]
+    config.update(
+        env_name=ENV_NAME,
+        num_actors=task.num_envs,
+        device=ctx.device,
+        device_name=ctx.device,
+        multi_gpu=ctx.rank.distributed,
+        # Checkpoints and summaries land in ctx.log_dir: rl_games writes <train_dir>/<full_experiment_name>/.
+        train_dir=str(ctx.log_dir.parent),
+        full_experiment_name=ctx.log_dir.name,
+        max_epochs=start + ctx.max_iterations,
+    )
+    if str(ctx.device).startswith("cpu"):
+        params["config"] = CpuPinnedConfig(config)
+    params["seed"] = ctx.seed
+    params["torch_threads"] = 0  # rlscale's worker sets the per-rank thread count
+    observer = _KeepAgent(ctx.policy_probe)
+    runner = Runner(algo_observer=observer)
+    with library_console(ctx.log_dir):
+        runner.load({"params": params})
+        runner.run({"train": True, "play": False, "checkpoint": str(ctx.resume or ""), "sigma": None})
+        agent = observer.agent
+        iterations = int(agent.epoch_num)
+        checkpoint = None
+        if ctx.rank.is_main:
+            # rl_games puts the reward into its checkpoint names; this one has a predictable name.
+            checkpoint = Path(ctx.log_dir, "nn", f"model_{iterations}.pth")
+            agent.save(str(checkpoint.with_suffix("")))
+    return TrainResult(start_iteration=start, iterations_completed=iterations, checkpoint=checkpoint)
+
+
+def checkpoint_iteration(path: Path, agent_cfg: dict) -> int:
+    """Iterations (rl_games epochs) a checkpoint had finished."""
+    return int(torch.load(path, map_location="cpu", weights_only=True)["epoch"])

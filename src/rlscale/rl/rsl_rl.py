@@ -1,0 +1,89 @@
+"""rsl-rl-lib 5.x adapter: a ``VecEnv`` over a task and the library's own ``OnPolicyRunner``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from rsl_rl.env import VecEnv
+from rsl_rl.runners import OnPolicyRunner
+from tensordict import TensorDict
+
+from rlscale.rl.common import TrainContext, TrainResult, library_console
+from rlscale.rl.dist_compat import configure_rsl_rl_runner
+from rlscale.tasks.base import VecTask
+
+RUN_SETTINGS = ("seed", "max_iterations", "experiment_name")
+"""Keys of rlscale's rsl_rl YAML that are run settings, not part of rsl_rl's ``train_cfg``."""
+
+
+def rollout_length(agent_cfg: dict) -> int:
+    return int(agent_cfg["num_steps_per_env"])
+
+
+def default_iterations(agent_cfg: dict) -> int:
+    return int(agent_cfg["max_iterations"])
+
+
+class RslRlVecEnv(VecEnv):
+    """rsl_rl's env contract: TensorDict observations, ``dones`` as long, and ``extras["time_outs"]``."""
+
+    def __init__(self, task: VecTask) -> None:
+        self.task = task
+        self.num_envs, self.num_actions, self.device = task.num_envs, task.num_actions, task.device
+        self.max_episode_length = task.max_episode_length
+        self.cfg = task.cfg
+
+    # The runner assigns to this (init_at_random_ep_len), so it must be the task's own buffer.
+    episode_length_buf = property(
+        lambda self: self.task.episode_length_buf,
+        lambda self, value: setattr(self.task, "episode_length_buf", value),
+    )
+
+    def _as_tensordict(self, observations: dict[str, torch.Tensor]) -> TensorDict:
+        return TensorDict(observations, batch_size=[self.num_envs], device=self.device)
+
+    def get_observations(self) -> TensorDict:
+        return self._as_tensordict(self.task.get_observations())
+
+    def step(self, actions: torch.Tensor):
+        observations, reward, terminated, truncated, extras = self.task.step(actions)
+        extras = {"log": extras.get("log", {})}
+        if not self.task.is_finite_horizon:
+            extras["time_outs"] = truncated
+        return self._as_tensordict(observations), reward, (terminated | truncated).long(), extras
+
+
+class _Runner(OnPolicyRunner):
+    def _configure_multi_gpu(self) -> None:
+        if str(self.device).startswith("cpu"):
+            configure_rsl_rl_runner(self)
+        else:
+            super()._configure_multi_gpu()
+
+
+def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
+    """Train with rsl_rl's ``OnPolicyRunner``; only rank 0 passes a log dir, so only it writes."""
+    task.reset()  # rsl_rl never calls reset itself
+    train_cfg = {key: value for key, value in agent_cfg.items() if key not in RUN_SETTINGS}
+    # rsl_rl seeds nothing, so add the rank here as rl_games and skrl do themselves; rank 0's weights are broadcast.
+    torch.manual_seed(ctx.seed + ctx.rank.rank)
+    log_dir = str(ctx.log_dir) if ctx.rank.is_main else None
+    # rsl_rl prints its models and a multi-line block per iteration; rlscale prints its own line instead.
+    with library_console(ctx.log_dir):
+        runner = _Runner(RslRlVecEnv(task), train_cfg, log_dir=log_dir, device=ctx.device)
+        if ctx.resume is not None:
+            runner.load(str(ctx.resume), map_location=ctx.device)
+            runner.current_learning_iteration += 1  # the checkpoint's "iter" is the last iteration it finished
+        start = runner.current_learning_iteration
+        ctx.policy_probe.read = lambda: dict(runner.alg.get_policy().named_parameters())
+        runner.learn(ctx.max_iterations, init_at_random_ep_len=True)
+    checkpoint = Path(ctx.log_dir, f"model_{runner.current_learning_iteration}.pt") if log_dir else None
+    return TrainResult(
+        start_iteration=start, iterations_completed=runner.current_learning_iteration + 1, checkpoint=checkpoint
+    )
+
+
+def checkpoint_iteration(path: Path, agent_cfg: dict) -> int:
+    """Iterations a checkpoint had finished (rsl_rl stores the last iteration's index)."""
+    return int(torch.load(path, map_location="cpu", weights_only=True)["iter"]) + 1

@@ -1,0 +1,181 @@
+"""skrl 2.1.1 adapter, PyTorch and JAX: env wrappers plus skrl's own ``skrl.utils.runner`` Runner.
+
+skrl creates the torch process group (or initialises ``jax.distributed``) when it is imported, so this module must be
+imported only after :func:`rlscale.rl.dist_compat.use_gloo_for_cpu_ranks`, and only in the skrl code path.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import gymnasium
+import numpy as np
+import torch
+
+from rlscale.rl.common import TrainContext, TrainResult, library_console
+from rlscale.tasks.base import VecTask
+
+
+def rollout_length(agent_cfg: dict) -> int:
+    return int(agent_cfg["agent"]["rollouts"])
+
+
+def default_iterations(agent_cfg: dict) -> int:
+    return int(agent_cfg["trainer"]["timesteps"]) // rollout_length(agent_cfg)
+
+
+def _spaces(task: VecTask):
+    def box(dim: int) -> gymnasium.spaces.Box:
+        return gymnasium.spaces.Box(-np.inf, np.inf, (dim,), np.float32)
+
+    critic_dim = task.observation_dims.get("critic")
+    action_space = gymnasium.spaces.Box(-1.0, 1.0, (task.num_actions,), np.float32)
+    return box(task.observation_dims["policy"]), box(critic_dim) if critic_dim else None, action_space
+
+
+def _torch_wrapper(task: VecTask):
+    from skrl.envs.wrappers.torch import Wrapper
+
+    class SkrlTorchEnv(Wrapper):
+        """skrl's torch env contract, as its ``IsaacLabWrapper``: reset once, then rely on the task's auto-reset."""
+
+        def __init__(self) -> None:
+            super().__init__(task)
+            self._obs_space, self._state_space, self._act_space = _spaces(task)
+            self._observations: dict[str, torch.Tensor] | None = None
+
+        observation_space = property(lambda self: self._obs_space)
+        state_space = property(lambda self: self._state_space)
+        action_space = property(lambda self: self._act_space)
+
+        def reset(self):
+            if self._observations is None:
+                self._observations, _ = task.reset()
+            return self._observations["policy"], {}
+
+        def step(self, actions):
+            self._observations, reward, terminated, truncated, extras = task.step(actions)
+            info = {"log": extras.get("log", {})}
+            return self._observations["policy"], reward.view(-1, 1), terminated.view(-1, 1), truncated.view(-1, 1), info
+
+        def state(self):
+            return None if self._observations is None else self._observations.get("critic")
+
+        def render(self, *args, **kwargs):
+            return None
+
+        def close(self) -> None:
+            task.close()
+
+    return SkrlTorchEnv()
+
+
+def _jax_wrapper(task: VecTask):
+    import jax
+    from skrl import config
+    from skrl.envs.wrappers.jax import Wrapper
+
+    if not config.jax.is_distributed:  # distributed, skrl pins JAX to the rank's local device itself
+        config.jax.device = "cpu" if task.device.type == "cpu" else f"cuda:{task.device.index or 0}"
+    # JAX on the CPU cannot import a CUDA buffer through DLPack; skrl's own Isaac Lab wrapper copies to host then.
+    host_copy = jax.devices()[0].platform == "cpu" and task.device.type != "cpu"
+
+    def to_jax(tensor: torch.Tensor):
+        tensor = tensor.contiguous()
+        return jax.dlpack.from_dlpack(tensor.cpu() if host_copy else tensor)
+
+    class SkrlJaxEnv(Wrapper):
+        """skrl's JAX env contract; tensors cross between torch and JAX through DLPack, without a copy on one
+        device. ``terminated``/``truncated`` are int8, the dtype of skrl's JAX PPO memory."""
+
+        def __init__(self) -> None:
+            super().__init__(task)
+            self._device = config.jax.device if config.jax.is_distributed else jax.devices()[0]
+            self._obs_space, self._state_space, self._act_space = _spaces(task)
+            self._observations = None
+
+        observation_space = property(lambda self: self._obs_space)
+        state_space = property(lambda self: self._state_space)
+        action_space = property(lambda self: self._act_space)
+
+        def reset(self):
+            if self._observations is None:
+                self._observations, _ = task.reset()
+            return to_jax(self._observations["policy"]), {}
+
+        def step(self, actions):
+            actions = torch.from_dlpack(actions).to(task.device)
+            self._observations, reward, terminated, truncated, extras = task.step(actions)
+            return (
+                to_jax(self._observations["policy"]),
+                to_jax(reward.view(-1, 1)),
+                to_jax(terminated.view(-1, 1).to(torch.int8)),
+                to_jax(truncated.view(-1, 1).to(torch.int8)),
+                {"log": extras.get("log", {})},
+            )
+
+        def state(self):
+            critic = None if self._observations is None else self._observations.get("critic")
+            return None if critic is None else to_jax(critic)
+
+        def render(self, *args, **kwargs):
+            return None
+
+        def close(self) -> None:
+            task.close()
+
+    return SkrlJaxEnv()
+
+
+def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
+    """Train with skrl's Runner; skrl's ``set_seed`` adds the rank to the seed itself."""
+    cfg = copy.deepcopy(agent_cfg)
+    rollouts = rollout_length(cfg)
+    start = checkpoint_iteration(ctx.resume, cfg) if ctx.resume else 0
+    cfg["seed"] = ctx.seed
+    cfg["trainer"].update(timesteps=ctx.max_iterations * rollouts, headless=True, disable_progressbar=True)
+    cfg["trainer"]["close_environment_at_exit"] = False  # rlscale closes the task itself
+    cfg["agent"]["experiment"].update(directory=str(ctx.log_dir.parent), experiment_name=ctx.log_dir.name)
+    if ctx.ml_framework == "jax":
+        import jax.experimental.multihost_utils  # noqa: F401  skrl 2.1.1 uses it in broadcast_parameters unimported
+        from skrl.utils.runner.jax import Runner
+
+        env = _jax_wrapper(task)
+    else:
+        from skrl.utils.runner.torch import Runner
+
+        env = _torch_wrapper(task)
+    with library_console(ctx.log_dir):
+        runner = Runner(env, cfg)
+        ctx.policy_probe.read = lambda: _policy_state(runner.agent.policy, ctx.ml_framework)
+        if ctx.resume is not None:
+            runner.agent.load(str(ctx.resume))
+        runner.run("train")
+    iterations = start + ctx.max_iterations
+    checkpoint = None
+    if ctx.rank.is_main:
+        # skrl names periodic checkpoints by timestep and does not save the final state; save it under that scheme.
+        suffix = ".pickle" if ctx.ml_framework == "jax" else ".pt"
+        checkpoint = Path(ctx.log_dir, "checkpoints", f"agent_{iterations * rollouts}{suffix}")
+        checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        runner.agent.save(str(checkpoint))
+    return TrainResult(start_iteration=start, iterations_completed=iterations, checkpoint=checkpoint)
+
+
+def _policy_state(policy, ml_framework: str) -> dict:
+    if ml_framework == "torch":
+        return {name: param for name, param in policy.named_parameters()}
+    import jax
+
+    leaves = jax.tree_util.tree_leaves_with_path(policy.state_dict.params)
+    return {jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in leaves}
+
+
+def checkpoint_iteration(path: Path, agent_cfg: dict) -> int:
+    """Iterations a checkpoint had finished, from skrl's ``agent_<timestep>.pt`` naming."""
+    match = re.fullmatch(r"agent_(\d+)\.(pt|pickle)", Path(path).name)
+    if match is None:
+        raise ValueError(f"cannot tell the iteration of skrl checkpoint {path}: expected agent_<timestep>.pt|.pickle")
+    return int(match.group(1)) // rollout_length(agent_cfg)

@@ -1,0 +1,89 @@
+"""The contract between a task and everything above it (adapters, benchmarks, launcher).
+
+A task is a batch of ``num_envs`` independent environments stepped together on one torch device, following Isaac
+Lab's ``DirectRLEnv``/``ManagerBasedRLEnv`` conventions: observation groups, auto-reset inside :meth:`step`,
+``terminated`` kept apart from ``truncated`` (time-outs), and per-episode statistics in ``extras["log"]``.
+Tasks import no RL library.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(kw_only=True)
+class TaskCfg:
+    """Settings every task shares; a task subclasses this with its own fields."""
+
+    num_envs: int = 4096
+    """Number of environments stepped in one batch."""
+    seed: int = 42
+    """Seed of the task's own ``torch.Generator`` (resets and any randomisation)."""
+    device: str = "cpu"
+    """Torch device holding all state."""
+    sim_dt: float = 1.0 / 120.0
+    """Physics step in seconds."""
+    decimation: int = 2
+    """Physics steps per environment (control) step."""
+    episode_length_s: float = 5.0
+    """Episode duration; ``max_episode_length = ceil(episode_length_s / (sim_dt * decimation))``."""
+
+
+Observations = dict[str, torch.Tensor]
+"""Observation groups: ``"policy"`` always, ``"critic"`` when the task has privileged observations.
+Each tensor has shape ``(num_envs, group_dim)``."""
+
+
+class VecTask(ABC):
+    """A batched environment. Subclasses set the attributes below in ``__init__``."""
+
+    cfg: TaskCfg
+    num_envs: int
+    device: torch.device
+    num_actions: int
+    """Action dimension; actions have shape ``(num_envs, num_actions)`` and nominal range [-1, 1]."""
+    observation_dims: dict[str, int]
+    """Dimension of each observation group."""
+    max_episode_length: int
+    """Control steps after which an episode is truncated."""
+    step_dt: float
+    """Control period in seconds (``sim_dt * decimation``)."""
+    episode_length_buf: torch.Tensor
+    """Control steps taken in the current episode, shape ``(num_envs,)``, dtype long. Writable: trainers may
+    randomise it at the start (rsl_rl's ``init_at_random_ep_len``)."""
+    is_finite_horizon: bool = False
+    """False: time-outs are truncations, and trainers should bootstrap the value at them."""
+
+    @abstractmethod
+    def reset(self) -> tuple[Observations, dict]:
+        """Reset every environment and return ``(observations, extras)``."""
+
+    @abstractmethod
+    def step(self, actions: torch.Tensor) -> tuple[Observations, torch.Tensor, torch.Tensor, torch.Tensor, dict]:
+        """Advance all environments by one control step.
+
+        Args:
+            actions: Shape ``(num_envs, num_actions)``, on any device.
+
+        Returns:
+            ``(observations, reward, terminated, truncated, extras)``. ``reward`` is float of shape ``(num_envs,)``;
+            ``terminated`` and ``truncated`` are bool of shape ``(num_envs,)`` and never both true for one env.
+            Environments that finished are already reset, so ``observations`` are the first of their new episode.
+            ``extras`` holds, computed on the device without a host sync:
+
+            * ``"log"``: metric name → 0-d tensor over the episodes that ended in this step (Isaac Lab's
+              ``Episode_Reward/<term>`` and ``Episode_Termination/<term>``). The keys are always present; on a step
+              where no episode ended the values repeat the last ones, as Isaac Lab's do.
+            * ``"episode_return"``, ``"episode_length"``: shape ``(num_envs,)``, the finished episode's total
+              reward and length for the envs that ended in this step (running values elsewhere).
+        """
+
+    @abstractmethod
+    def get_observations(self) -> Observations:
+        """Observations of the current state, without stepping."""
+
+    def close(self) -> None:  # noqa: B027  an optional hook: most tasks hold nothing to release
+        """Release resources (nothing by default)."""

@@ -1,0 +1,278 @@
+"""``rlscale train``: one training run of a task with one library, on one device or as one rank of a job."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from rlscale.dist import RUN_TIMESTAMP_ENV, RankInfo, rank_device, rank_info
+from rlscale.faults import fault_from_environment
+from rlscale.tasks import RL_LIBRARIES, UnknownTaskError, get_spec, load_agent_cfg
+
+ML_FRAMEWORKS = ("torch", "jax")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rlscale train", description="Train a policy on one task with one RL library.", allow_abbrev=False
+    )
+    parser.add_argument("--task", required=True, help="task id, case-sensitive (see `rlscale list_tasks`)")
+    parser.add_argument("--rl_library", default="rsl_rl", help=f"one of {', '.join(RL_LIBRARIES)} (default rsl_rl)")
+    parser.add_argument("--ml_framework", default="torch", help="torch or jax; jax only with --rl_library skrl")
+    parser.add_argument("--num_envs", type=int, help="environments on this device (per rank when distributed)")
+    parser.add_argument("--max_iterations", type=int, help="PPO iterations to run (default: the agent config's)")
+    parser.add_argument("--seed", type=int, help="base seed; rank r uses seed + r (default: the agent config's)")
+    parser.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if available, else cpu)")
+    parser.add_argument("--log_root", default="logs", help="root of the run directories (default: logs)")
+    parser.add_argument("--run_name", help="suffix of the run directory's name")
+    parser.add_argument("--resume", type=Path, metavar="CHECKPOINT", help="checkpoint to continue training from")
+    parser.add_argument(
+        "--agent",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one agent config entry by its dotted path, e.g. algorithm.learning_rate=5e-4 (repeatable)",
+    )
+    parser.add_argument("--distributed", action="store_true", help="run as one rank of a torchrun/skrl-JAX job")
+    parser.add_argument(
+        "--sync_check_interval",
+        type=int,
+        default=0,
+        metavar="N",
+        help="compare the ranks' policy parameters every N iterations (default 0: only at the end)",
+    )
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
+    """Parse and validate everything that can be checked before a file is written.
+
+    Returns:
+        The arguments, with ``device`` resolved, and the agent config with the overrides applied.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        get_spec(args.task)
+    except UnknownTaskError as error:
+        parser.error(str(error))
+    if args.rl_library not in RL_LIBRARIES:
+        parser.error(f"--rl_library {args.rl_library!r} is not one of {', '.join(RL_LIBRARIES)}")
+    if args.ml_framework not in ML_FRAMEWORKS:
+        parser.error(f"--ml_framework {args.ml_framework!r} is not one of {', '.join(ML_FRAMEWORKS)}")
+    if args.ml_framework == "jax" and args.rl_library != "skrl":
+        parser.error(f"--ml_framework jax needs --rl_library skrl (got {args.rl_library})")
+    for flag in ("num_envs", "max_iterations"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+            parser.error(f"--{flag} must be at least 1 (got {getattr(args, flag)})")
+    if args.sync_check_interval < 0:
+        parser.error(f"--sync_check_interval must be non-negative (got {args.sync_check_interval})")
+    try:
+        fault_from_environment()
+    except ValueError as error:
+        parser.error(str(error))
+    if args.seed is not None and args.seed < 0:
+        parser.error(f"--seed must be non-negative (got {args.seed})")
+    if args.distributed and rank_info().world_size == 1 and "WORLD_SIZE" not in os.environ:
+        parser.error("--distributed needs the rank variables of a launcher; use `rlscale train_multigpu`")
+    args.device = _resolve_device(parser, args.device)
+    if args.resume is not None:
+        _check_checkpoint(parser, args.resume, args.ml_framework)
+    agent_cfg = load_agent_cfg(args.task, args.rl_library)
+    for override in args.agent:
+        try:
+            apply_override(agent_cfg, override)
+        except ValueError as error:
+            parser.error(f"--agent {override}: {error}")
+    return args, agent_cfg
+
+
+def _resolve_device(parser: argparse.ArgumentParser, requested: str | None) -> str:
+    import torch
+
+    if requested is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cpu":
+        return requested
+    kind, _, index = requested.partition(":")
+    if kind != "cuda" or (index and not index.isdigit()):
+        parser.error(f"--device {requested!r} is not cpu, cuda or cuda:N")
+    if not torch.cuda.is_available():
+        parser.error(f"--device {requested}: no CUDA device is available; use --device cpu")
+    if index and int(index) >= torch.cuda.device_count():
+        parser.error(f"--device {requested}: only {torch.cuda.device_count()} CUDA device(s) are visible")
+    return requested
+
+
+def _check_checkpoint(parser: argparse.ArgumentParser, path: Path, ml_framework: str) -> None:
+    from rlscale.rl.common import check_weights_only
+
+    if not path.is_file():
+        parser.error(f"--resume {path}: no such checkpoint file")
+    try:
+        check_weights_only(path, ml_framework)
+    except ValueError as error:
+        parser.error(f"--resume {path}: {str(error).splitlines()[0]}")
+
+
+def apply_override(cfg: dict, override: str) -> None:
+    """Set ``cfg[a][b]... = value`` from ``"a.b=value"``; the key must exist, so a typo is an error, not a no-op.
+
+    Raises:
+        ValueError: for a malformed override or a key the config does not have.
+    """
+    key, sep, text = override.partition("=")
+    if not sep or not key:
+        raise ValueError("expected KEY=VALUE")
+    *parents, leaf = key.split(".")
+    node = cfg
+    for part in parents:
+        if not isinstance(node.get(part), dict):
+            raise ValueError(f"the agent config has no section {part!r}")
+        node = node[part]
+    if leaf not in node:
+        raise ValueError(f"the agent config has no key {key!r}")
+    node[leaf] = _parse_value(text)
+
+
+def _parse_value(text: str):
+    # YAML 1.1 reads "5e-4" as a string, so try the numeric forms first.
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return yaml.safe_load(text)
+
+
+def run_directory(args: argparse.Namespace, rank: RankInfo) -> Path:
+    """``<log_root>/<rl_library>/<task>/<timestamp>[_<run_name>]``, plus ``rank_<r>/`` on ranks other than 0."""
+    stamp = os.environ.get(RUN_TIMESTAMP_ENV) or datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    name = f"{stamp}_{args.run_name}" if args.run_name else stamp
+    run_dir = Path(args.log_root, args.rl_library, args.task, name)
+    return run_dir if rank.is_main else run_dir / f"rank_{rank.rank}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, agent_cfg = parse_args(argv)
+    started = time.perf_counter()
+    import torch
+
+    from rlscale.manifest import Manifest, device_description
+    from rlscale.rank_sync import check_digests, gather_digests
+    from rlscale.rl import load_adapter
+    from rlscale.rl.common import TrainContext, parameter_digest
+    from rlscale.rl.dist_compat import use_gloo_for_cpu_ranks
+    from rlscale.rl.progress import TrackedTask
+    from rlscale.tasks import make_task
+
+    rank = rank_info()
+    device = rank_device(args.device, rank, torch.cuda.device_count() if args.device != "cpu" else 0)
+    # One thread per CPU rank; GPU ranks share the host's cores (torchrun's OMP_NUM_THREADS=1 is too few for them).
+    torch.set_num_threads(1 if device == "cpu" else max(1, (os.cpu_count() or 1) // rank.local_world_size))
+    if rank.distributed:
+        use_gloo_for_cpu_ranks(device)
+    if device.startswith("cuda"):
+        torch.cuda.set_device(torch.device(device))
+    adapter = load_adapter(args.rl_library)
+    seed = args.seed if args.seed is not None else int(agent_cfg.get("seed", agent_cfg.get("params", {}).get("seed")))
+    iterations = args.max_iterations or adapter.default_iterations(agent_cfg)
+    start = adapter.checkpoint_iteration(args.resume, agent_cfg) if args.resume else 0
+    log_dir = run_directory(args, rank)
+    manifest = Manifest(
+        log_dir / "manifest.json",
+        args=vars(args),
+        agent_cfg=agent_cfg,
+        seed=seed,
+        env_seed=seed + rank.rank,
+        rank=rank.rank,
+        world_size=rank.world_size,
+        local_world_size=rank.local_world_size,
+        num_nodes=rank.num_nodes,
+        run_dir=str(log_dir),
+        **device_description(device),
+    )
+    context = TrainContext(
+        device=device,
+        max_iterations=iterations,
+        seed=seed,
+        log_dir=log_dir,
+        rank=rank,
+        resume=args.resume,
+        ml_framework=args.ml_framework,
+    )
+    fault = fault_from_environment()
+    sync_checks: list[int] = []
+
+    def audit_ranks(iteration: int) -> list[str]:
+        digests = gather_digests(parameter_digest(context.policy_probe.read()), rank)
+        check_digests(digests, iteration)
+        sync_checks.append(iteration)
+        return digests
+
+    def on_iteration_start(iteration: int) -> None:
+        if fault is not None:
+            fault.trigger_if_due(rank.rank, iteration)
+        interval = args.sync_check_interval
+        if interval and iteration > start and (iteration - start) % interval == 0:
+            audit_ranks(iteration)
+
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        task_kwargs = {"device": device, "seed": seed + rank.rank}
+        if args.num_envs is not None:
+            task_kwargs["num_envs"] = args.num_envs
+        tracked = TrackedTask(
+            make_task(args.task, **task_kwargs),
+            adapter.rollout_length(agent_cfg),
+            start_iteration=start,
+            total_iterations=start + iterations,
+            world_size=rank.world_size,
+            stream=sys.stdout if rank.is_main else None,
+            on_iteration_start=on_iteration_start,
+        )
+        result = adapter.train(tracked, agent_cfg, context)
+        tracked.finish()
+        digests = audit_ranks(result.iterations_completed)
+    except KeyboardInterrupt:
+        manifest.finish("interrupted")
+        print(f"[rlscale] rank {rank.rank} interrupted; run directory {log_dir}", file=sys.stderr)
+        return 130
+    except BaseException as error:
+        manifest.finish("crashed", error=f"{type(error).__name__}: {error}")
+        raise
+    last = tracked.records[-1] if tracked.records else None
+    manifest.finish(
+        "completed",
+        num_envs=tracked.num_envs,
+        start_iteration=result.start_iteration,
+        iterations_completed=result.iterations_completed,
+        checkpoint=str(result.checkpoint) if result.checkpoint else None,
+        param_digest=digests[rank.rank],
+        rank_param_digests=digests,
+        sync_checked_at_iterations=sync_checks,
+        final_mean_return=last.mean_return if last else None,
+        final_mean_episode_length=last.mean_episode_length if last else None,
+        iterations=[vars(record) for record in tracked.records],
+        wall_time_s=time.perf_counter() - started,
+    )
+    if rank.is_main:
+        print(
+            f"[rlscale] completed {result.iterations_completed} iterations in {time.perf_counter() - started:.1f}s; "
+            f"mean episode length {manifest.data['final_mean_episode_length']:.1f}; "
+            f"ranks in sync ({len(digests)}); run directory {log_dir}"
+        )
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+    return 0
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt

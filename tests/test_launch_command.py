@@ -1,0 +1,457 @@
+"""Tests of the pure launcher: argv in, distributed-launcher argv out; no process is started except in TestDryRun."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rlscale.launch import command
+from rlscale.launch.command import (
+    TORCHRUN_ARGS,
+    TORCHRUN_ONLY_ARGS,
+    TRAIN_MULTIGPU,
+    WORKER_SCRIPT,
+    LauncherCfg,
+    benchmark_launcher_cfg,
+    build_launch_command,
+    parse_launcher_args,
+    world_size,
+)
+from rlscale.launch.run import run_launcher
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+TWO_GPUS = {"CUDA_VISIBLE_DEVICES": "0,1"}
+TORCHRUN = ["python", "-m", "torch.distributed.run", "--nproc_per_node"]
+SKRL_JAX = ["python", "-m", "skrl.utils.distributed.jax", "--nproc_per_node"]
+TAIL = [WORKER_SCRIPT, "--rl_library", "rsl_rl"]
+TORCHRUN_VALUES = {
+    "nnodes": "1",
+    "node_rank": "0",
+    "master_addr": "10.0.0.1",
+    "master_port": "29500",
+    "rdzv_backend": "c10d",
+    "rdzv_endpoint": "host0:29400",
+    "rdzv_id": "job42",
+    "max_restarts": "3",
+    "monitor_interval": "0.5",
+    "start_method": "forkserver",
+    "role": "trainer",
+    "tee": "3",
+    "redirects": "1",
+    "local_ranks_filter": "0,1",
+    "log_dir": "/tmp/rank logs",
+}
+
+
+def _nvml_unavailable() -> int:
+    """Stand-in for NVML on a machine without a driver."""
+    raise RuntimeError("NVML Shared Library Not Found")
+
+
+def resolve(
+    argv: list[str], environ: dict[str, str] | None = None, cfg: LauncherCfg = TRAIN_MULTIGPU, nvml=_nvml_unavailable
+) -> list[str]:
+    """Parse and build with a fixed interpreter name, as the launcher would on a node with ``environ``."""
+    environ = TWO_GPUS if environ is None else environ
+    args, forwarded = parse_launcher_args(argv, cfg, environ, nvml_count=nvml)
+    return build_launch_command(args, forwarded, cfg, environ, python_executable="python")
+
+
+def error_of(capsys: pytest.CaptureFixture[str], argv: list[str], environ: dict[str, str] | None = None, **kw) -> str:
+    """Return the single stderr line of a rejected launch, after checking it exits 2 and prints nothing else."""
+    with pytest.raises(SystemExit) as exc:
+        resolve(argv, environ, **kw)
+    assert exc.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith(f"{kw.get('cfg', TRAIN_MULTIGPU).prog}: error: ")
+    return err
+
+
+class TestDefaults:
+    def test_default_command(self):
+        """Two visible GPUs, no options: one rank per GPU, console filtered to local rank 0, --distributed last."""
+        assert resolve(["--task", "Cartpole"]) == [
+            *TORCHRUN,
+            "2",
+            "--local_ranks_filter",
+            "0",
+            *TAIL,
+            "--task",
+            "Cartpole",
+            "--distributed",
+        ]
+
+    def test_python_defaults_to_sys_executable(self):
+        """Without python_executable the launcher runs under the current interpreter."""
+        args, forwarded = parse_launcher_args([], TRAIN_MULTIGPU, TWO_GPUS)
+        assert build_launch_command(args, forwarded, TRAIN_MULTIGPU, TWO_GPUS)[0] == sys.executable
+
+    def test_worker_is_worker_py_next_to_the_launcher(self):
+        """The worker script is the absolute path of launch/worker.py."""
+        assert Path(WORKER_SCRIPT).is_absolute()
+        assert Path(WORKER_SCRIPT) == Path(command.__file__).resolve().with_name("worker.py")
+
+    @pytest.mark.parametrize("library", ["rsl_rl", "rl_games", "skrl"])
+    def test_rl_library_is_forwarded(self, library):
+        """--rl_library is consumed by the launcher and re-emitted right after the worker script."""
+        assert resolve(["--rl_library", library])[-4:] == [WORKER_SCRIPT, "--rl_library", library, "--distributed"]
+
+    def test_unknown_rl_library(self, capsys):
+        """A library outside the choices is a parser error."""
+        assert "'foo'" in error_of(capsys, ["--rl_library", "foo"])
+
+    def test_unresolved_namespace_is_resolved_from_environ(self):
+        """build_launch_command resolves nproc_per_node itself when given a hand-made Namespace."""
+        args = command.build_parser(TRAIN_MULTIGPU).parse_args([])
+        argv = build_launch_command(args, [], TRAIN_MULTIGPU, {"CUDA_VISIBLE_DEVICES": "3"}, python_executable="p")
+        assert argv[4] == "1"
+
+
+class TestGpuCount:
+    @pytest.mark.parametrize(("visible", "count"), [("0", 1), ("0,1", 2), ("0,1,2,3", 4), ("GPU-a1, GPU-b2", 2)])
+    def test_default_is_every_visible_gpu(self, visible, count):
+        """The non-empty entries of CUDA_VISIBLE_DEVICES set the default rank count."""
+        assert resolve([], {"CUDA_VISIBLE_DEVICES": visible})[:5] == [*TORCHRUN, str(count)]
+
+    @pytest.mark.parametrize("flag", ["--num_gpus", "--nproc_per_node"])
+    def test_explicit_count_and_alias(self, flag):
+        """Both spellings set the same count, which may be below the visible count."""
+        assert resolve([flag, "2"], {"CUDA_VISIBLE_DEVICES": "0,1,2,3"})[:5] == [*TORCHRUN, "2"]
+
+    def test_too_many_gpus(self, capsys):
+        """Asking for more GPUs than visible names both numbers and CUDA_VISIBLE_DEVICES."""
+        err = error_of(capsys, ["--num_gpus", "3"])
+        assert "--num_gpus/--nproc_per_node=3" in err and "2 GPU(s) visible" in err
+        assert "CUDA_VISIBLE_DEVICES" in err
+
+    @pytest.mark.parametrize("visible", ["0,,1", "0,1,", ",0", "0, ,1"])
+    def test_empty_entries(self, capsys, visible):
+        """A CUDA_VISIBLE_DEVICES list with an empty entry is rejected, quoting the value."""
+        assert f"CUDA_VISIBLE_DEVICES={visible!r} has an empty entry" in error_of(
+            capsys, [], {"CUDA_VISIBLE_DEVICES": visible}
+        )
+
+    @pytest.mark.parametrize("value", ["0", "-1", "abc", "1.5", "gpu"])
+    @pytest.mark.parametrize("form", ["space", "equals"])
+    def test_non_positive_or_non_integer(self, capsys, value, form):
+        """--num_gpus must be a positive integer; the error quotes the value."""
+        argv = ["--num_gpus", value] if form == "space" else [f"--num_gpus={value}"]
+        err = error_of(capsys, argv)
+        assert "--num_gpus/--nproc_per_node must be an integer >= 1" in err and repr(value) in err
+
+    @pytest.mark.parametrize("environ", [{"CUDA_VISIBLE_DEVICES": ""}, {}])
+    def test_no_gpu_suggests_cpu(self, capsys, environ):
+        """With no visible GPU (empty list, or NVML failing) the error suggests --device cpu."""
+        assert "pass --device cpu" in error_of(capsys, ["--task", "X"], environ)
+
+    def test_nvml_count_when_cuda_visible_devices_unset(self):
+        """NVML's count is the default when CUDA_VISIBLE_DEVICES is unset."""
+        assert resolve([], {}, nvml=lambda: 8)[4] == "8"
+
+    def test_nvml_not_queried_when_not_needed(self):
+        """NVML is only asked when CUDA_VISIBLE_DEVICES is unset and the ranks are not CPU processes."""
+        calls = []
+
+        def counting_nvml() -> int:
+            calls.append(1)
+            return 4
+
+        resolve(["--num_gpus", "2"], TWO_GPUS, nvml=counting_nvml)
+        resolve(["--device", "cpu"], {}, nvml=counting_nvml)
+        assert calls == []
+        resolve(["--num_gpus", "2"], {}, nvml=counting_nvml)
+        assert calls == [1]
+
+
+class TestCpuRanks:
+    @pytest.mark.parametrize("device", [["--device", "cpu"], ["--device=cpu"]])
+    def test_default_one_process_and_device_forwarded(self, device):
+        """--device cpu needs no GPU, defaults to one process and stays in the worker's arguments."""
+        argv = resolve(device, {})
+        assert argv[:5] == [*TORCHRUN, "1"] and argv[-len(device) - 1 :] == [*device, "--distributed"]
+
+    def test_num_gpus_counts_processes(self):
+        """With --device cpu, --num_gpus counts processes and is not checked against visible GPUs."""
+        assert resolve(["--num_gpus", "4", "--device", "cpu"], {"CUDA_VISIBLE_DEVICES": ""})[4] == "4"
+
+    def test_cuda_device_is_checked(self, capsys):
+        """--device cuda:0 keeps the GPU check."""
+        assert "none is visible" in error_of(capsys, ["--device", "cuda:0"], {})
+
+
+class TestTorchrunPassthrough:
+    @pytest.mark.parametrize("name", TORCHRUN_ARGS)
+    def test_option_reaches_torchrun(self, name):
+        """Each torchrun option lands right after --nproc_per_node, with its value unchanged."""
+        argv = resolve([f"--{name}", TORCHRUN_VALUES[name]])
+        assert argv[5:7] == [f"--{name}", TORCHRUN_VALUES[name]]
+        assert argv.index(WORKER_SCRIPT) > 6
+
+    def test_all_options_in_isaac_lab_order(self):
+        """Given in reverse order, the options still come out in TORCHRUN_ARGS order, without the default filter."""
+        given = [token for name in reversed(TORCHRUN_ARGS) for token in (f"--{name}", TORCHRUN_VALUES[name])]
+        expected = [token for name in TORCHRUN_ARGS for token in (f"--{name}", TORCHRUN_VALUES[name])]
+        assert resolve(given) == [*TORCHRUN, "2", *expected, *TAIL, "--distributed"]
+
+    def test_log_all_ranks(self):
+        """--log_all_ranks drops the default --local_ranks_filter 0 and is not forwarded."""
+        assert resolve(["--log_all_ranks"]) == [*TORCHRUN, "2", *TAIL, "--distributed"]
+
+    def test_explicit_filter_appears_once(self):
+        """An explicit --local_ranks_filter replaces the default one."""
+        argv = resolve(["--local_ranks_filter", "1"])
+        assert argv.count("--local_ranks_filter") == 1 and argv[5:7] == ["--local_ranks_filter", "1"]
+
+    def test_bad_start_method(self, capsys):
+        """--start_method is limited to the multiprocessing start methods."""
+        assert "'thread'" in error_of(capsys, ["--start_method", "thread"])
+
+
+class TestSkrlJax:
+    def test_jax_command(self):
+        """skrl + --ml_framework jax goes through skrl's launcher with its own options and no rank filter."""
+        argv = ["--rl_library", "skrl", "--nnodes", "2", "--node_rank", "1", "--coordinator_address", "10.0.0.1:5000"]
+        assert resolve([*argv, "--ml_framework", "jax", "--task", "X"]) == [
+            *SKRL_JAX,
+            "2",
+            *("--nnodes", "2", "--node_rank", "1", "--coordinator_address", "10.0.0.1:5000"),
+            *(WORKER_SCRIPT, "--rl_library", "skrl", "--ml_framework", "jax", "--task", "X", "--distributed"),
+        ]
+
+    def test_equals_form(self):
+        """--ml_framework=jax selects the JAX launcher too, and stays forwarded."""
+        argv = resolve(["--rl_library=skrl", "--ml_framework=jax"])
+        assert argv[:5] == [*SKRL_JAX, "2"] and "--ml_framework=jax" in argv
+
+    @pytest.mark.parametrize(
+        "argv", [["--rl_library", "skrl", "--ml_framework", "torch"], ["--rl_library", "rsl_rl", "--ml_framework=jax"]]
+    )
+    def test_torchrun_otherwise(self, argv):
+        """skrl with torch, or jax with another library, stays on torchrun."""
+        assert resolve(argv)[:5] == [*TORCHRUN, "2"]
+
+    @pytest.mark.parametrize("name", TORCHRUN_ONLY_ARGS)
+    def test_torchrun_only_option_rejected(self, capsys, name):
+        """Every torchrun-only option is an error naming that option under skrl JAX."""
+        option = ["--log_all_ranks"] if name == "log_all_ranks" else [f"--{name}", TORCHRUN_VALUES[name]]
+        err = error_of(capsys, ["--rl_library", "skrl", "--ml_framework", "jax", *option])
+        assert f"--{name}: torchrun-only" in err and "--coordinator_address" in err
+
+    def test_several_torchrun_only_options_named(self, capsys):
+        """All offending options are listed at once."""
+        err = error_of(capsys, ["--rl_library", "skrl", "--ml_framework=jax", "--master_port", "1", "--tee", "3"])
+        assert "--master_port, --tee: torchrun-only" in err
+
+    def test_elastic_nnodes_rejected(self, capsys):
+        """skrl's launcher takes an integer --nnodes only."""
+        err = error_of(capsys, ["--rl_library", "skrl", "--ml_framework=jax", "--nnodes", "1:2"])
+        assert "--nnodes" in err and "'1:2'" in err
+
+    @pytest.mark.parametrize("argv", [[], ["--rl_library", "skrl"], ["--rl_library", "skrl", "--ml_framework=torch"]])
+    def test_coordinator_address_needs_skrl_jax(self, capsys, argv):
+        """--coordinator_address outside skrl JAX is an error pointing to torchrun's own options."""
+        err = error_of(capsys, [*argv, "--coordinator_address", "h:5000"])
+        assert "--coordinator_address=h:5000 is only for --rl_library skrl --ml_framework jax" in err
+
+    @pytest.mark.parametrize("address", ["host", "host:0", "host:65536", ":5000", "host:port"])
+    def test_coordinator_address_format(self, capsys, address):
+        """The coordinator address must be HOST:PORT with a valid port."""
+        err = error_of(capsys, ["--rl_library", "skrl", "--ml_framework", "jax", "--coordinator_address", address])
+        assert f"got {address!r}" in err
+
+    def test_multinode_jax_needs_coordinator(self, capsys):
+        """Several JAX nodes need the coordinator's address."""
+        assert "--coordinator_address" in error_of(capsys, ["--rl_library=skrl", "--ml_framework=jax", "--nnodes=2"])
+
+
+class TestMultiNode:
+    def test_static_rendezvous(self):
+        """Static rendezvous options reach torchrun; world size is nnodes x nproc_per_node."""
+        argv = ["--nnodes", "2", "--node_rank", "1", "--master_addr", "10.0.0.1", "--master_port", "29500"]
+        args, forwarded = parse_launcher_args(argv, TRAIN_MULTIGPU, TWO_GPUS)
+        built = build_launch_command(args, forwarded, TRAIN_MULTIGPU, TWO_GPUS, python_executable="python")
+        assert built[:13] == [*TORCHRUN, "2", *argv]
+        assert world_size(args) == 4
+
+    def test_elastic_rendezvous(self):
+        """nnodes MIN:MAX passes through for torchrun elastic training; the world size is then open."""
+        argv = ["--nnodes", "1:4", "--rdzv_backend", "c10d", "--rdzv_endpoint", "host0:29400", "--rdzv_id", "j"]
+        args, _ = parse_launcher_args(argv, TRAIN_MULTIGPU, TWO_GPUS)
+        assert resolve(argv)[5:13] == argv and world_size(args) is None
+
+    def test_single_node_world_size(self):
+        """Without --nnodes the world size is the rank count."""
+        args, _ = parse_launcher_args(["--num_gpus", "2"], TRAIN_MULTIGPU, TWO_GPUS)
+        assert world_size(args) == 2
+
+    @pytest.mark.parametrize(
+        ("argv", "expected"),
+        [
+            (["--nnodes", "2", "--node_rank", "2", "--master_addr", "h"], "--node_rank must be an integer in 0..1"),
+            (["--node_rank", "1"], "--node_rank must be an integer in 0..0"),
+            (["--node_rank", "-1"], "'-1'"),
+            (["--nnodes", "0"], "--nnodes must be an integer >= 1, got '0'"),
+            (["--nnodes", "abc"], "'abc'"),
+            (["--nnodes", "4:2", "--master_addr", "h"], "'4:2'"),
+            (["--master_port", "0"], "--master_port must be an integer in 1..65535, got '0'"),
+            (["--master_port", "65536"], "'65536'"),
+            (["--master_port", "http"], "'http'"),
+            (["--nnodes", "2"], "--master_addr HOST --master_port PORT"),
+            (["--nnodes", "1:2"], "--rdzv_endpoint HOST:PORT"),
+        ],
+    )
+    def test_rejected(self, capsys, argv, expected):
+        """Impossible topologies and ports fail before anything starts, quoting the value."""
+        assert expected in error_of(capsys, argv)
+
+
+class TestForwarding:
+    def test_unknown_arguments_keep_order_and_form(self):
+        """Unknown arguments pass through verbatim and in order, around interleaved launcher options."""
+        argv = ["--task", "Cartpole", "--num_gpus", "2", "--seed=7", "--headless", "--nnodes=1", "--agent.lr", "-1e-3"]
+        forwarded = ["--task", "Cartpole", "--seed=7", "--headless", "--agent.lr", "-1e-3"]
+        assert resolve(argv) == [
+            *TORCHRUN,
+            "2",
+            "--nnodes",
+            "1",
+            "--local_ranks_filter",
+            "0",
+            *TAIL,
+            *forwarded,
+            "--distributed",
+        ]
+
+    def test_double_dash_dropped(self):
+        """The first ``--`` ends the launcher options; it is dropped and what follows is forwarded untouched."""
+        argv = resolve(["--seed", "1", "--", "--num_gpus", "9", "--", "x"])
+        assert argv[argv.index(WORKER_SCRIPT) + 3 :] == ["--seed", "1", "--num_gpus", "9", "--", "x", "--distributed"]
+        assert argv[4] == "2"
+
+    def test_no_abbreviations(self):
+        """allow_abbrev=False: a prefix of a launcher option is forwarded, not interpreted."""
+        argv = resolve(["--num_gpu", "1"])
+        assert argv[4] == "2" and argv[-3:] == ["--num_gpu", "1", "--distributed"]
+
+    def test_peeked_options_stay_forwarded(self):
+        """--ml_framework and --device are read but remain in the worker's arguments."""
+        argv = resolve(["--ml_framework", "torch", "--device=cuda:0"])
+        assert argv[-4:] == ["--ml_framework", "torch", "--device=cuda:0", "--distributed"]
+
+    def test_distributed_not_duplicated(self):
+        """A user-given --distributed keeps its place and is not appended again."""
+        argv = resolve(["--distributed", "--task", "X"])
+        assert argv.count("--distributed") == 1 and argv[-3:] == ["--distributed", "--task", "X"]
+
+
+class TestBenchmarkCfg:
+    def test_training_workflow(self):
+        """benchmark training_multigpu puts --workflow training before the library and forwarded args."""
+        cfg = benchmark_launcher_cfg("training")
+        tail = resolve(["--rl_library", "rl_games", "--num_envs", "64"], cfg=cfg)[7:]
+        assert tail == [
+            WORKER_SCRIPT,
+            "--workflow",
+            "training",
+            "--rl_library",
+            "rl_games",
+            "--num_envs",
+            "64",
+            "--distributed",
+        ]
+        assert cfg.prog == "rlscale benchmark training_multigpu"
+
+    @pytest.mark.parametrize("workflow", ["runtime", "startup_multigpu", "startup-multigpu"])
+    def test_non_training_workflows_have_no_library(self, workflow):
+        """Only training offers --rl_library; suffixed names are accepted."""
+        cfg = benchmark_launcher_cfg(workflow)
+        assert cfg.rl_libraries == () and resolve([], cfg=cfg)[-4:-1] == [WORKER_SCRIPT, "--workflow", workflow[:7]]
+
+    def test_unknown_workflow(self):
+        """A workflow without a multi-GPU variant raises ValueError listing the valid ones."""
+        with pytest.raises(ValueError, match="play"):
+            benchmark_launcher_cfg("play")
+
+    def test_jax_rejected(self, capsys):
+        """Benchmarks do not support skrl JAX."""
+        err = error_of(
+            capsys, ["--rl_library", "skrl", "--ml_framework", "jax"], cfg=benchmark_launcher_cfg("training")
+        )
+        assert "does not support skrl with --ml_framework jax" in err
+
+    def test_cfg_is_frozen(self):
+        """LauncherCfg instances are immutable."""
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            TRAIN_MULTIGPU.prog = "x"  # type: ignore[misc]
+
+
+def _run_python(code: str, environ: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run ``python -c code`` with src on the path; return the result and its wall time."""
+    env = {**os.environ, "PYTHONPATH": str(SRC), **environ}
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30)
+    return result, time.perf_counter() - start
+
+
+class TestDryRun:
+    def test_output_round_trips_through_shlex(self, capsys, monkeypatch):
+        """shlex.split of the printed line equals the built command, quotes and spaces included."""
+        monkeypatch.setattr(subprocess, "Popen", None)  # Anything that tries to start a process fails.
+        argv = ["--run_name", "it's a run", "--log_dir", "/tmp/a b", "--note=$HOME;x", "--dry_run"]
+        assert run_launcher(argv, TRAIN_MULTIGPU, TWO_GPUS) == 0
+        out, err = capsys.readouterr()
+        args, forwarded = parse_launcher_args(argv, TRAIN_MULTIGPU, TWO_GPUS)
+        assert shlex.split(out) == build_launch_command(args, forwarded, TRAIN_MULTIGPU, TWO_GPUS)
+        assert out.count("\n") == 1 and err == ""
+
+    def test_launch_goes_to_supervisor(self, capsys, monkeypatch):
+        """Without --dry_run the command is announced on stderr and its exit code returned."""
+        calls = []
+        monkeypatch.setattr("rlscale.launch.supervise.run_supervised", lambda argv, env=None: calls.append(argv) or 5)
+        assert run_launcher(["--task", "X"], TRAIN_MULTIGPU, TWO_GPUS) == 5
+        err = capsys.readouterr().err.splitlines()
+        assert err[0] == f"[INFO] Launching distributed workers with: {shlex.join(calls[0])}"
+        assert err[1] == "[ERROR] 2 rank(s) never reported an exit status (reported: none)"
+
+    def test_dry_run_is_fast_and_torch_free(self):
+        """main_train_multigpu --dry_run imports neither torch nor pynvml and finishes in < 0.3 s wall."""
+        code = (
+            "import sys\n"
+            "from rlscale.launch.run import main_train_multigpu\n"
+            "rc = main_train_multigpu(['--num_gpus', '2', '--task', 'Cartpole', '--dry_run'])\n"
+            "assert 'torch' not in sys.modules and 'pynvml' not in sys.modules, 'heavy import'\n"
+            "sys.exit(rc)\n"
+        )
+        walls = []
+        for _ in range(3):  # Best of three: a busy 2-core machine can stall any single run.
+            result, wall = _run_python(code, TWO_GPUS)
+            assert result.returncode == 0, result.stderr
+            walls.append(wall)
+        assert shlex.split(result.stdout)[2] == "torch.distributed.run"
+        assert min(walls) < 0.3, f"dry run wall times {walls}"
+
+    def test_package_imports_are_light(self):
+        """No launch module imports torch or pynvml; the resolver does not even load the supervisor or psutil."""
+        code = (
+            "import sys, rlscale.launch, rlscale.launch.command\n"
+            "heavy = {'torch', 'pynvml', 'psutil', 'rlscale.launch.supervise'} & set(sys.modules)\n"
+            "assert not heavy, heavy\n"
+            "import rlscale.launch.supervise\n"
+            "assert not {'torch', 'pynvml'} & set(sys.modules)\n"
+        )
+        result, _ = _run_python(code, {})
+        assert result.returncode == 0, result.stderr
+
+    def test_user_error_in_subprocess(self):
+        """A user error exits 2 with exactly one stderr line and nothing on stdout."""
+        code = "from rlscale.launch.run import main_train_multigpu; main_train_multigpu(['--num_gpus', '0'])"
+        result, _ = _run_python(code, TWO_GPUS)
+        assert (result.returncode, result.stdout, result.stderr.count("\n")) == (2, "", 1)
