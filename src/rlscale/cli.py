@@ -16,9 +16,10 @@ COMMANDS = {
         "main_train_multigpu",
         "train with one process per GPU (or CPU process) under torchrun",
     ),
+    "nccl_probe": ("rlscale.launch.run", "main_nccl_probe", "all-reduce across the ranks, before a long job"),
     "list_tasks": ("rlscale.cli", "list_tasks", "list the registered task ids"),
 }
-ALIASES = {"train-multigpu": "train_multigpu", "list-tasks": "list_tasks"}
+ALIASES = {"train-multigpu": "train_multigpu", "list-tasks": "list_tasks", "nccl-probe": "nccl_probe"}
 
 
 def list_tasks(argv: list[str]) -> int:

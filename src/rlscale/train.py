@@ -98,7 +98,7 @@ def _resolve_device(parser: argparse.ArgumentParser, requested: str | None) -> s
     import torch
 
     if requested is None:
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
     if requested == "cpu":
         return requested
     kind, _, index = requested.partition(":")
@@ -108,7 +108,7 @@ def _resolve_device(parser: argparse.ArgumentParser, requested: str | None) -> s
         parser.error(f"--device {requested}: no CUDA device is available; use --device cpu")
     if index and int(index) >= torch.cuda.device_count():
         parser.error(f"--device {requested}: only {torch.cuda.device_count()} CUDA device(s) are visible")
-    return requested
+    return requested if index else "cuda:0"  # libraries compare device strings, so name the index
 
 
 def _check_checkpoint(parser: argparse.ArgumentParser, path: Path, ml_framework: str) -> None:

@@ -77,6 +77,15 @@ TRAIN_MULTIGPU = LauncherCfg(
 )
 """The ``rlscale train_multigpu`` (alias ``train-multigpu``) launcher."""
 
+NCCL_PROBE = LauncherCfg(
+    prog="rlscale nccl_probe",
+    description="All-reduce a small tensor across the ranks, as a cheap check before a long job.",
+    worker_script=str(Path(__file__).resolve().with_name("probe.py")),
+    worker_flags=(),
+    supports_jax=False,
+)
+"""The ``rlscale nccl_probe`` launcher (gloo with ``--device cpu``)."""
+
 
 def benchmark_launcher_cfg(workflow: str, worker_script: str = WORKER_SCRIPT) -> LauncherCfg:
     """Return the launcher of ``rlscale benchmark <workflow>_multigpu``.

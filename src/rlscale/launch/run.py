@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rlscale.dist import RUN_TIMESTAMP_ENV, STATUS_DIR_ENV
 from rlscale.launch.command import (
+    NCCL_PROBE,
     TRAIN_MULTIGPU,
     LauncherCfg,
     build_launch_command,
@@ -80,3 +81,8 @@ def run_launcher(argv: Sequence[str], cfg: LauncherCfg, environ: Mapping[str, st
 def main_train_multigpu(argv: list[str]) -> int:
     """Entry point of ``rlscale train_multigpu`` / ``train-multigpu``."""
     return run_launcher(argv, TRAIN_MULTIGPU)
+
+
+def main_nccl_probe(argv: list[str]) -> int:
+    """Entry point of ``rlscale nccl_probe``."""
+    return run_launcher(argv, NCCL_PROBE)
