@@ -37,14 +37,28 @@ def job_environment(environ: Mapping[str, str], nproc_per_node: int, skrl_jax: b
     return env
 
 
-def failed_ranks(status_dir: Path, nproc_per_node: int) -> list[str]:
-    """Describe each local rank that reported a non-zero exit, and how many never reported at all."""
-    reports = {path.stem: json.loads(path.read_text()) for path in sorted(status_dir.glob("rank_*.json"))}
-    failed = [
+def _rank_reports(status_dir: Path) -> dict[str, dict]:
+    return {path.stem: json.loads(path.read_text()) for path in sorted(status_dir.glob("rank_*.json"))}
+
+
+def _describe_failures(reports: dict[str, dict]) -> list[str]:
+    return [
         f"{name.replace('_', ' ')} exited {report['exit_code']}" + (f" ({report['error']})" if report["error"] else "")
         for name, report in reports.items()
         if report["exit_code"] != 0
     ]
+
+
+def first_failure(status_dir: Path) -> str | None:
+    """The failures reported so far, while the job runs; None while every rank that finished succeeded."""
+    failures = _describe_failures(_rank_reports(status_dir))
+    return "; ".join(failures) if failures else None
+
+
+def failed_ranks(status_dir: Path, nproc_per_node: int) -> list[str]:
+    """Describe each local rank that reported a non-zero exit, and how many never reported at all."""
+    reports = _rank_reports(status_dir)
+    failed = _describe_failures(reports)
     if len(reports) < nproc_per_node:
         seen = ", ".join(reports) or "none"
         failed.append(f"{nproc_per_node - len(reports)} rank(s) never reported an exit status (reported: {seen})")
@@ -70,7 +84,12 @@ def run_launcher(argv: Sequence[str], cfg: LauncherCfg, environ: Mapping[str, st
 
     with tempfile.TemporaryDirectory(prefix="rlscale-status-") as status_dir:
         skrl_jax = uses_skrl_jax(args, forwarded)
-        code = run_supervised(command, env=job_environment(environ, args.nproc_per_node, skrl_jax, status_dir))
+        code = run_supervised(
+            command,
+            env=job_environment(environ, args.nproc_per_node, skrl_jax, status_dir),
+            # torchrun ends the job itself when a rank fails, and names it; skrl's JAX launcher waits on the others.
+            abort_check=(lambda: first_failure(Path(status_dir))) if skrl_jax else None,
+        )
         failures = failed_ranks(Path(status_dir), args.nproc_per_node)
     if failures:
         print(f"[ERROR] {'; '.join(failures)}", file=sys.stderr, flush=True)

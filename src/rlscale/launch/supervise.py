@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 
 import psutil
@@ -30,6 +30,10 @@ FORCED_SHUTDOWN_S = 15.0
 STRAGGLER_GRACE_S = 10.0
 """After the launcher exits, give its leftovers this long before SIGKILL: a rank wedged in a native CUDA/NCCL call
 never returns to Python to see a signal, and keeps its GPU memory while it lives."""
+
+FAILED_RANK_GRACE_S = 5.0
+"""After a rank reported failure, give the others this long to exit before SIGKILL: ranks blocked in a collective
+with a dead peer never return to Python to see a SIGTERM."""
 
 POLL_INTERVAL_S = 0.1
 """How often the launcher, the deadlines and the leftovers are checked."""
@@ -129,6 +133,7 @@ def run_supervised(
     forced_s: float = FORCED_SHUTDOWN_S,
     straggler_s: float = STRAGGLER_GRACE_S,
     poll_s: float = POLL_INTERVAL_S,
+    abort_check: Callable[[], str | None] | None = None,
 ) -> int:
     """Run ``argv`` in a process group of its own and tear everything it started down however the run ends.
 
@@ -143,6 +148,8 @@ def run_supervised(
         forced_s: Seconds from the re-sent SIGTERM to SIGKILL.
         straggler_s: Seconds the launcher's leftovers may outlive it before SIGKILL.
         poll_s: Polling interval.
+        abort_check: Polled while the launcher runs; a returned message stops the run as a signal would. This is how
+            a failed rank ends a job under a launcher that waits for every rank (skrl's JAX launcher).
 
     Returns:
         The launcher's exit code, 128+N if it was killed by signal N.
@@ -151,6 +158,9 @@ def run_supervised(
     deadlines: dict[str, float] = {}  # "terminate" and "kill" once a signal arrived.
     pending: list[int] = []  # Signals that arrived before the launcher existed.
 
+    def start_shutdown() -> None:
+        deadlines.update(terminate=time.monotonic() + graceful_s, kill=time.monotonic() + graceful_s + forced_s)
+
     def forward(signum: int, _frame: FrameType | None) -> None:
         if "kill" in deadlines:
             # The polling loop kills within poll_s: it lists the descendants first, which must happen while the
@@ -158,7 +168,7 @@ def run_supervised(
             _log("[WARNING] Second signal received; killing distributed workers now.")
             deadlines["kill"] = time.monotonic()
             return
-        deadlines.update(terminate=time.monotonic() + graceful_s, kill=time.monotonic() + graceful_s + forced_s)
+        start_shutdown()
         _log(f"[INFO] Received {signal.Signals(signum).name}; stopping distributed workers (again to kill).")
         if proc is None:
             pending.append(signum)
@@ -179,6 +189,10 @@ def run_supervised(
                 tree.refresh()
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     return exit_code(proc.wait(timeout=poll_s))
+                if abort_check is not None and "kill" not in deadlines and (reason := abort_check()):
+                    _log(f"[ERROR] {reason}; stopping distributed workers.")
+                    deadlines.update(terminate=float("inf"), kill=time.monotonic() + FAILED_RANK_GRACE_S)
+                    tree.signal(signal.SIGTERM)
                 _escalate(tree, deadlines, forced_s)
         finally:
             if proc.poll() is None:  # Left the loop by an exception: stop the run rather than orphan it.

@@ -1,0 +1,173 @@
+"""`rlscale train_multigpu` and `nccl_probe` with real torchrun (and skrl JAX launcher) processes on CPU/gloo."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+PATHS = [("rsl_rl", "torch"), ("rl_games", "torch"), ("skrl", "torch"), ("skrl", "jax")]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def launch(*args: str, env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "rlscale", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env or ENV,
+    )
+
+
+def run(*args: str, timeout: float = 300, env: dict | None = None) -> tuple[int, str, float]:
+    started = time.monotonic()
+    process = launch(*args, env=env)
+    output, _ = process.communicate(timeout=timeout)
+    return process.returncode, output, time.monotonic() - started
+
+
+def processes_mentioning(marker: str) -> list[psutil.Process]:
+    """Live processes whose command line contains ``marker`` (each test's unique tmp path)."""
+    found = []
+    for process in psutil.process_iter(["cmdline", "status"]):
+        cmdline = " ".join(process.info["cmdline"] or [])
+        if marker in cmdline and process.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(process)
+    return found
+
+
+def wait_for_no_process(marker: str, within: float) -> list[psutil.Process]:
+    deadline = time.monotonic() + within
+    while (alive := processes_mentioning(marker)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return alive
+
+
+def manifests(log_root: Path) -> dict[int, dict]:
+    found = {}
+    for path in log_root.rglob("manifest.json"):
+        data = json.loads(path.read_text())
+        found[data["rank"]] = data | {"_path": path}
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+TRAIN = ["train_multigpu", "--task", "Isaac-Cartpole", "--device", "cpu", "--num_envs", "64"]
+
+
+class TestTwoRankTraining:
+    @pytest.mark.parametrize(("library", "framework"), PATHS)
+    def test_two_cpu_ranks_train_in_sync(self, tmp_path, library, framework):
+        """Two gloo ranks finish with world_size 2 and equal parameter digests; only rank 0 writes the run files."""
+        code, output, _ = run(
+            *TRAIN, "--num_gpus", "2", "--max_iterations", "3", "--log_root", str(tmp_path),
+            "--rl_library", library, "--ml_framework", framework,
+        )  # fmt: skip
+        assert code == 0, output[-3000:]
+        by_rank = manifests(tmp_path)
+        assert sorted(by_rank) == [0, 1]
+        main, other = by_rank[0], by_rank[1]
+        assert main["status"] == other["status"] == "completed"
+        assert main["world_size"] == 2 and main["num_nodes"] == 1
+        assert len(main["rank_param_digests"]) == 2 and len(set(main["rank_param_digests"])) == 1
+        assert other["_path"].parent == main["_path"].parent / "rank_1"
+        assert main["env_seed"] + 1 == other["env_seed"]
+        assert Path(main["checkpoint"]).is_file() and other["checkpoint"] is None
+        assert "ranks in sync (2)" in output
+
+
+class TestFailures:
+    def test_crash_on_hidden_rank_is_named_with_its_traceback(self, tmp_path):
+        """A crash on rank 1 (hidden by the rank-0 console filter) exits non-zero within 30 s, names rank 1, shows
+        the traceback, and leaves no worker behind."""
+        env = {**ENV, "RLSCALE_INJECT_FAULT": "crash:rank=1,iteration=2"}
+        code, output, wall = run(
+            *TRAIN, "--num_gpus", "2", "--max_iterations", "50", "--log_root", str(tmp_path), env=env
+        )
+        assert code != 0 and wall < 30, (code, wall)
+        root_cause = output[output.index("Root Cause") :]
+        assert "rank      : 1" in root_cause
+        assert "InjectedCrash: injected crash on rank 1 at iteration 2" in root_cause
+        assert 'faults.py", line' in root_cause
+        assert not wait_for_no_process(str(tmp_path), within=5)
+
+    def test_sigterm_to_launcher_leaves_no_worker(self, tmp_path):
+        """SIGTERM to `rlscale train_multigpu` tears down torchrun and both ranks."""
+        process = launch(*TRAIN, "--num_gpus", "2", "--max_iterations", "100000", "--log_root", str(tmp_path))
+        deadline = time.monotonic() + 60
+        while len(manifests(tmp_path)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(manifests(tmp_path)) == 2, "ranks did not start"
+        assert len(processes_mentioning(str(tmp_path))) >= 3  # launcher, torchrun, two ranks
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=60)
+        assert process.returncode != 0
+        assert not wait_for_no_process(str(tmp_path), within=10)
+
+    def test_skrl_jax_crash_exits_non_zero(self, tmp_path):
+        """skrl's JAX launcher exits 0 when a rank crashes; rlscale reads the ranks' statuses and fails, naming it."""
+        env = {**ENV, "RLSCALE_INJECT_FAULT": "crash:rank=1,iteration=1"}
+        code, output, _ = run(
+            *TRAIN, "--num_gpus", "2", "--max_iterations", "30", "--log_root", str(tmp_path),
+            "--rl_library", "skrl", "--ml_framework", "jax", env=env,
+        )  # fmt: skip
+        assert code != 0
+        assert "rank 1 exited 1 (InjectedCrash: injected crash on rank 1 at iteration 1)" in output
+        assert not wait_for_no_process(str(tmp_path), within=10)
+
+
+class TestMultiNode:
+    def test_two_nodes_on_loopback(self, tmp_path):
+        """Two launchers as two 'nodes' (one CPU rank each) rendezvous on 127.0.0.1 and train one policy."""
+        port = free_port()
+        env = {**ENV, "RLSCALE_RUN_TIMESTAMP": "two-node"}
+        nodes = [
+            launch(
+                *TRAIN,
+                "--num_gpus",
+                "1",
+                "--nnodes",
+                "2",
+                "--node_rank",
+                str(rank),
+                "--master_addr",
+                "127.0.0.1",
+                "--master_port",
+                str(port),
+                "--max_iterations",
+                "3",
+                "--log_root",
+                str(tmp_path),
+                env=env,
+            )  # fmt: skip
+            for rank in (0, 1)
+        ]
+        outputs = [node.communicate(timeout=180)[0] for node in nodes]
+        assert [node.returncode for node in nodes] == [0, 0], outputs[0][-2000:] + outputs[1][-2000:]
+        by_rank = manifests(tmp_path)
+        assert sorted(by_rank) == [0, 1]
+        assert by_rank[0]["world_size"] == 2 and by_rank[0]["num_nodes"] == 2
+        assert len(set(by_rank[0]["rank_param_digests"])) == 1
+
+
+class TestNcclProbe:
+    def test_probe_reports_every_rank(self):
+        """`nccl_probe` on CPU ranks prints one ok line per rank and a verdict."""
+        code, output, _ = run("nccl_probe", "--num_gpus", "2", "--device", "cpu", timeout=120)
+        assert code == 0, output
+        assert "rank 0 ok" in output and "rank 1 ok" in output
+        assert "nccl_probe: all 2 ranks ok" in output
