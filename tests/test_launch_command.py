@@ -415,7 +415,7 @@ class TestDryRun:
     def test_launch_goes_to_supervisor(self, capsys, monkeypatch):
         """Without --dry_run the command is announced on stderr and its exit code returned."""
         calls = []
-        monkeypatch.setattr("rlscale.launch.supervise.run_supervised", lambda argv, env=None: calls.append(argv) or 5)
+        monkeypatch.setattr("rlscale.launch.supervise.run_supervised", lambda argv, **kwargs: calls.append(argv) or 5)
         assert run_launcher(["--task", "X"], TRAIN_MULTIGPU, TWO_GPUS) == 5
         err = capsys.readouterr().err.splitlines()
         assert err[0] == f"[INFO] Launching distributed workers with: {shlex.join(calls[0])}"

@@ -17,6 +17,8 @@ COMMANDS = {
         "train with one process per GPU (or CPU process) under torchrun",
     ),
     "nccl_probe": ("rlscale.launch.run", "main_nccl_probe", "all-reduce across the ranks, before a long job"),
+    "benchmark": ("rlscale.benchmark.cli", "main", "startup, runtime or training benchmark; writes one result bundle"),
+    "bundle": ("rlscale.benchmark.bundle", "main", "validate benchmark result bundles against their schema"),
     "list_tasks": ("rlscale.cli", "list_tasks", "list the registered task ids"),
 }
 ALIASES = {"train-multigpu": "train_multigpu", "list-tasks": "list_tasks", "nccl-probe": "nccl_probe"}

@@ -1,16 +1,18 @@
 """``RLSCALE_INJECT_FAULT``: make one rank crash or hang at one training iteration, for failure-path tests.
 
-Format: ``crash:rank=1,iteration=3`` or ``hang:rank=1,iteration=3``. Unset (the normal case), nothing happens.
+Format: ``KIND:rank=R,iteration=I`` with KIND ``crash`` (raise), ``hang`` (block forever) or ``desync`` (nudge this
+rank's policy parameters off the others', as a lost broadcast would; torch libraries only). Unset, nothing happens.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 ENV_VAR = "RLSCALE_INJECT_FAULT"
-KINDS = ("crash", "hang")
+KINDS = ("crash", "hang", "desync")
 
 
 class InjectedCrash(RuntimeError):
@@ -23,12 +25,19 @@ class Fault:
     rank: int
     iteration: int
 
-    def trigger_if_due(self, rank: int, iteration: int) -> None:
-        """Raise or block when this rank reaches the fault's iteration."""
+    def trigger_if_due(self, rank: int, iteration: int, parameters: Callable[[], dict] | None = None) -> None:
+        """Raise, block or perturb ``parameters()`` when this rank reaches the fault's iteration."""
         if (rank, iteration) != (self.rank, self.iteration):
             return
         if self.kind == "crash":
             raise InjectedCrash(f"injected crash on rank {rank} at iteration {iteration}")
+        if self.kind == "desync":
+            import torch
+
+            with torch.no_grad():
+                for parameter in parameters().values():
+                    parameter.add_(1e-3)
+            return
         while True:  # a hang: block without returning, as a rank stuck in a native call would
             time.sleep(3600)
 

@@ -1,4 +1,9 @@
-"""``rlscale train``: one training run of a task with one library, on one device or as one rank of a job."""
+"""``rlscale train``: one training run of a task with one library, on one device or as one rank of a job.
+
+:func:`execute` is the run itself, after argument parsing; ``rlscale benchmark training`` calls it too, so a
+benchmarked run is exactly the run ``rlscale train`` would make. This module imports torch only when a run starts,
+which keeps ``--help`` (and the benchmark dispatcher that builds on this parser) light.
+"""
 
 from __future__ import annotations
 
@@ -8,21 +13,36 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from rlscale.dist import RUN_TIMESTAMP_ENV, RankInfo, rank_device, rank_info
 from rlscale.faults import fault_from_environment
-from rlscale.tasks import RL_LIBRARIES, UnknownTaskError, get_spec, load_agent_cfg
+from rlscale.rl import ADAPTERS
+
+if TYPE_CHECKING:
+    from rlscale.rl.common import TrainResult
+    from rlscale.rl.progress import IterationRecord, TrackedTask
+    from rlscale.tasks.base import VecTask
 
 ML_FRAMEWORKS = ("torch", "jax")
+RL_LIBRARIES = tuple(ADAPTERS)
+"""The libraries with an adapter (the task registry checks each task's configs against the same names)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rlscale train", description="Train a policy on one task with one RL library.", allow_abbrev=False
     )
+    return add_train_arguments(parser)
+
+
+def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add every ``rlscale train`` option to ``parser`` (the training benchmark accepts them all) and return it."""
     parser.add_argument("--task", required=True, help="task id, case-sensitive (see `rlscale list_tasks`)")
     parser.add_argument("--rl_library", default="rsl_rl", help=f"one of {', '.join(RL_LIBRARIES)} (default rsl_rl)")
     parser.add_argument("--ml_framework", default="torch", help="torch or jax; jax only with --rl_library skrl")
@@ -51,13 +71,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
+def parse_args(
+    argv: list[str] | None,
+    parser: argparse.ArgumentParser | None = None,
+    launcher: str = "rlscale train_multigpu",
+) -> tuple[argparse.Namespace, dict]:
     """Parse and validate everything that can be checked before a file is written.
+
+    Args:
+        argv: Command line without the program name; None reads ``sys.argv``.
+        parser: Parser holding at least :func:`add_train_arguments`' options; default :func:`build_parser`'s.
+        launcher: Command named in the error for ``--distributed`` without a launcher.
 
     Returns:
         The arguments, with ``device`` resolved, and the agent config with the overrides applied.
     """
-    parser = build_parser()
+    from rlscale.tasks import UnknownTaskError, get_spec, load_agent_cfg
+
+    parser = parser or build_parser()
     args = parser.parse_args(argv)
     try:
         get_spec(args.task)
@@ -81,7 +112,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
     if args.seed is not None and args.seed < 0:
         parser.error(f"--seed must be non-negative (got {args.seed})")
     if args.distributed and rank_info().world_size == 1 and "WORLD_SIZE" not in os.environ:
-        parser.error("--distributed needs the rank variables of a launcher; use `rlscale train_multigpu`")
+        parser.error(f"--distributed needs the rank variables of a launcher; use `{launcher}`")
     args.device = _resolve_device(parser, args.device)
     if args.resume is not None:
         _check_checkpoint(parser, args.resume, args.ml_framework)
@@ -160,8 +191,87 @@ def run_directory(args: argparse.Namespace, rank: RankInfo) -> Path:
     return run_dir if rank.is_main else run_dir / f"rank_{rank.rank}"
 
 
+def resolve_seed(args: argparse.Namespace, agent_cfg: dict) -> int:
+    """The base seed: ``--seed``, else the agent config's (rl_games keeps it under ``params``)."""
+    if args.seed is not None:
+        return args.seed
+    return int(agent_cfg.get("seed", agent_cfg.get("params", {}).get("seed")))
+
+
+@dataclass
+class TrainingOutcome:
+    """What one run of :func:`execute` leaves behind, for ``rlscale train``'s report and the training benchmark."""
+
+    status: str
+    """``completed`` or ``interrupted`` (a crash raises instead)."""
+    rank: RankInfo
+    device: str
+    """This rank's torch device."""
+    seed: int
+    """Base seed."""
+    iterations: int
+    """Iterations requested in this invocation."""
+    log_dir: Path
+    """This rank's run directory."""
+    manifest: dict[str, Any]
+    """The data of ``manifest.json`` as last written."""
+    records: list[IterationRecord] = field(default_factory=list)
+    """Per-iteration timing and episode statistics, in order (those finished before an interrupt)."""
+    num_envs: int | None = None
+    """Environments on this rank (None if the run stopped before the task existed)."""
+    steps_per_env: int | None = None
+    """Env steps per environment per iteration (the library's rollout length)."""
+    result: TrainResult | None = None
+    """The adapter's result (None when interrupted)."""
+    task_creation_s: float | None = None
+    """Wall time of building the task."""
+    first_iteration_s: float | None = None
+    """Wall time from calling the library to the end of the first iteration's update (library setup included)."""
+    train_s: float | None = None
+    """Wall time of the library's whole training call."""
+    wall_time_s: float = 0.0
+    """Wall time of :func:`execute`."""
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.status == "completed" else 130
+
+
 def main(argv: list[str] | None = None) -> int:
     args, agent_cfg = parse_args(argv)
+    outcome = execute(args, agent_cfg)
+    if outcome.status == "completed" and outcome.rank.is_main:
+        digests = outcome.manifest["rank_param_digests"]
+        print(
+            f"[rlscale] completed {outcome.result.iterations_completed} iterations in {outcome.wall_time_s:.1f}s; "
+            f"mean episode length {outcome.manifest['final_mean_episode_length']:.1f}; "
+            f"ranks in sync ({len(digests)}); run directory {outcome.log_dir}"
+        )
+    return outcome.exit_code
+
+
+def execute(
+    args: argparse.Namespace,
+    agent_cfg: dict,
+    *,
+    on_task_created: Callable[[VecTask], None] | None = None,
+    on_tracking: Callable[[TrackedTask], None] | None = None,
+) -> TrainingOutcome:
+    """Run one training invocation from parsed arguments: task, library, manifest and the ranks' sync audit.
+
+    Args:
+        args: Arguments from :func:`parse_args`.
+        agent_cfg: The agent config, overrides applied.
+        on_task_created: Called with the bare task right after it is built, before the library sees it.
+        on_tracking: Called with the tracking wrapper before training starts, so a caller keeps its records even
+            if training then raises.
+
+    Returns:
+        The outcome; ``status`` is ``interrupted`` after Ctrl-C or SIGTERM.
+
+    Raises:
+        BaseException: whatever training raised, after the manifest recorded the crash.
+    """
     started = time.perf_counter()
     import torch
 
@@ -182,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     if device.startswith("cuda"):
         torch.cuda.set_device(torch.device(device))
     adapter = load_adapter(args.rl_library)
-    seed = args.seed if args.seed is not None else int(agent_cfg.get("seed", agent_cfg.get("params", {}).get("seed")))
+    seed = resolve_seed(args, agent_cfg)
     iterations = args.max_iterations or adapter.default_iterations(agent_cfg)
     start = adapter.checkpoint_iteration(args.resume, agent_cfg) if args.resume else 0
     log_dir = run_directory(args, rank)
@@ -199,6 +309,16 @@ def main(argv: list[str] | None = None) -> int:
         run_dir=str(log_dir),
         **device_description(device),
     )
+    outcome = TrainingOutcome(
+        status="interrupted",
+        rank=rank,
+        device=device,
+        seed=seed,
+        iterations=iterations,
+        log_dir=log_dir,
+        manifest=manifest.data,
+        steps_per_env=adapter.rollout_length(agent_cfg),
+    )
     context = TrainContext(
         device=device,
         max_iterations=iterations,
@@ -210,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     fault = fault_from_environment()
     sync_checks: list[int] = []
+    train_started = 0.0
 
     def audit_ranks(iteration: int) -> list[str]:
         digests = gather_digests(parameter_digest(context.policy_probe.read()), rank)
@@ -218,37 +339,54 @@ def main(argv: list[str] | None = None) -> int:
         return digests
 
     def on_iteration_start(iteration: int) -> None:
-        if fault is not None:
-            fault.trigger_if_due(rank.rank, iteration)
+        if iteration == start + 1:  # the first iteration's update has just ended
+            outcome.first_iteration_s = time.perf_counter() - train_started
         interval = args.sync_check_interval
         if interval and iteration > start and (iteration - start) % interval == 0:
             audit_ranks(iteration)
+        if fault is not None:
+            fault.trigger_if_due(rank.rank, iteration, context.policy_probe.read)
 
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         task_kwargs = {"device": device, "seed": seed + rank.rank}
         if args.num_envs is not None:
             task_kwargs["num_envs"] = args.num_envs
+        created = time.perf_counter()
+        task = make_task(args.task, **task_kwargs)
+        outcome.task_creation_s = time.perf_counter() - created
+        outcome.num_envs = task.num_envs
+        if on_task_created is not None:
+            on_task_created(task)
         tracked = TrackedTask(
-            make_task(args.task, **task_kwargs),
-            adapter.rollout_length(agent_cfg),
+            task,
+            outcome.steps_per_env,
             start_iteration=start,
             total_iterations=start + iterations,
             world_size=rank.world_size,
             stream=sys.stdout if rank.is_main else None,
             on_iteration_start=on_iteration_start,
         )
+        outcome.records = tracked.records
+        if on_tracking is not None:
+            on_tracking(tracked)
+        train_started = time.perf_counter()
         result = adapter.train(tracked, agent_cfg, context)
         tracked.finish()
+        outcome.train_s = time.perf_counter() - train_started
+        if outcome.first_iteration_s is None:  # a single iteration ends with the library's return
+            outcome.first_iteration_s = outcome.train_s
         digests = audit_ranks(result.iterations_completed)
     except KeyboardInterrupt:
         manifest.finish("interrupted")
+        outcome.wall_time_s = time.perf_counter() - started
         print(f"[rlscale] rank {rank.rank} interrupted; run directory {log_dir}", file=sys.stderr)
-        return 130
+        return outcome
     except BaseException as error:
         manifest.finish("crashed", error=f"{type(error).__name__}: {error}")
         raise
     last = tracked.records[-1] if tracked.records else None
+    outcome.wall_time_s = time.perf_counter() - started
     manifest.finish(
         "completed",
         num_envs=tracked.num_envs,
@@ -261,17 +399,12 @@ def main(argv: list[str] | None = None) -> int:
         final_mean_return=last.mean_return if last else None,
         final_mean_episode_length=last.mean_episode_length if last else None,
         iterations=[vars(record) for record in tracked.records],
-        wall_time_s=time.perf_counter() - started,
+        wall_time_s=outcome.wall_time_s,
     )
-    if rank.is_main:
-        print(
-            f"[rlscale] completed {result.iterations_completed} iterations in {time.perf_counter() - started:.1f}s; "
-            f"mean episode length {manifest.data['final_mean_episode_length']:.1f}; "
-            f"ranks in sync ({len(digests)}); run directory {log_dir}"
-        )
+    outcome.status, outcome.result = "completed", result
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
-    return 0
+    return outcome
 
 
 def _raise_interrupt(signum, frame):

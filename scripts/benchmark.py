@@ -1,0 +1,26 @@
+"""Launcher of the ``benchmark`` rules: ``rlscale benchmark <workflow>_multigpu`` on leased GPUs (or CPU ranks)
+or, with ``--nodes`` > 1, as one srun task per node. Global rank 0 writes the bundle (``--output_path``).
+
+Usage: benchmark.py --workflow W --world_size N --device D [--granted_gpus G | --nodes M --rdzv_port P]
+       -- BENCHMARK_ARGS
+"""
+
+import sys
+
+from rlscale.study.jobs import job_parser, launch, parse_job_args
+
+if __name__ == "__main__":
+    parser = job_parser(__doc__.splitlines()[0])
+    parser.add_argument("--workflow", choices=("startup", "runtime", "training"), required=True)
+    args, benchmark_args = parse_job_args(parser, sys.argv[1:])
+    sys.exit(
+        launch(
+            ["benchmark", f"{args.workflow}_multigpu", *benchmark_args],
+            world_size=args.world_size,
+            device=args.device,
+            granted=args.granted_gpus,
+            rule="benchmark",
+            nodes=args.nodes,
+            rdzv_port=args.rdzv_port,
+        )
+    )

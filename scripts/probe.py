@@ -1,0 +1,25 @@
+"""Launcher of the ``probe`` rules: ``rlscale nccl_probe`` at a world size, on leased GPUs (or CPU ranks) or,
+with ``--nodes`` > 1, as one srun task per node.
+
+Usage: probe.py --world_size N --device D [--granted_gpus {resources.gpu} | --nodes M --rdzv_port P] --output FILE
+"""
+
+import sys
+from pathlib import Path
+
+from rlscale.study.jobs import job_parser, parse_job_args, probe
+
+if __name__ == "__main__":
+    parser = job_parser(__doc__.splitlines()[0])
+    parser.add_argument("--output", type=Path, required=True, help="the probe's report")
+    args, _ = parse_job_args(parser, sys.argv[1:])
+    sys.exit(
+        probe(
+            world_size=args.world_size,
+            device=args.device,
+            granted=args.granted_gpus,
+            output=args.output,
+            nodes=args.nodes,
+            rdzv_port=args.rdzv_port,
+        )
+    )

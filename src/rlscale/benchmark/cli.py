@@ -1,0 +1,183 @@
+"""``rlscale benchmark WORKFLOW``: argument parsing and dispatch, single-process or through the multi-GPU launcher.
+
+No torch here: ``--help``, ``--dry_run`` and every rejection answer before torch is imported. ``*_multigpu`` reuses
+``train_multigpu``'s launcher (:func:`rlscale.launch.command.benchmark_launcher_cfg`), which starts :mod:`.worker`
+once per rank; the plain workflows run in this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from rlscale.launch.command import BENCHMARK_WORKFLOWS, benchmark_launcher_cfg, forwarded_value, parse_launcher_args
+
+WORKER = str(Path(__file__).resolve().with_name("worker.py"))
+"""Script each rank of a multi-GPU benchmark runs."""
+
+DESCRIPTIONS = {
+    "startup": "cold-start phases of one training iteration, timed on rank 0",
+    "runtime": "env-step throughput under random actions, no policy (rank 0's own rate)",
+    "training": "end-to-end PPO throughput (global over all ranks) and learning curves",
+}
+NOT_APPLICABLE = {
+    "startup": {"--max_iterations": "startup always times one iteration", "--resume": "startup times a cold start"},
+    "runtime": {
+        flag: "runtime steps the task with random actions, without a library"
+        for flag in ("--rl_library", "--ml_framework", "--max_iterations", "--resume", "--agent")
+    }
+    | {"--sync_check_interval": "runtime trains no policy"},
+    "training": {},
+}
+"""Options of ``rlscale train`` that a workflow refuses, with the reason."""
+
+UNSUPPORTED = {
+    "video": "--video: rlscale has no renderer, so there is no video to record",
+    "capture_env_sensors": "--capture_env_sensors: rlscale's tasks have no sensors to capture",
+    "check_success": "--check_success: rlscale's tasks define no success term to check",
+}
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Argument parser whose errors are one line on stderr and exit code 2 (no usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _add_unsupported(parser: argparse.ArgumentParser) -> None:
+    # Accepted only to be refused by name: Isaac Lab's users pass them, and "unrecognized argument" would not say why.
+    parser.add_argument("--video", action="store_true", help="not supported: rlscale has no renderer")
+    parser.add_argument(
+        "--capture_env_sensors", type=int, nargs="?", const=1, default=0, metavar="N", help="not supported: no sensors"
+    )
+    parser.add_argument("--check_success", action="store_true", help="not supported: no success term")
+
+
+def workflow_parser(workflow: str, prog: str) -> OneLineParser:
+    """Every ``rlscale train`` option plus the workflow's own; torch-free."""
+    from rlscale.train import add_train_arguments
+
+    parser = OneLineParser(prog=prog, description=f"Benchmark: {DESCRIPTIONS[workflow]}.", allow_abbrev=False)
+    add_train_arguments(parser)
+    group = parser.add_argument_group("benchmark options")
+    group.add_argument(
+        "--output_path",
+        type=Path,
+        metavar="FILE",
+        help="bundle path (default results/benchmarks/<workflow>_<task>_<library>_<ranks>x<envs>_seed<seed>.json)",
+    )
+    if workflow == "runtime":
+        group.add_argument("--warmup_steps", type=int, default=50, help="untimed steps first (default 50)")
+        group.add_argument("--num_steps", type=int, default=1000, help="timed steps (default 1000)")
+        group.add_argument(
+            "--measure_sync_step",
+            action="store_true",
+            help="synchronise the device around each step (serialized_synchronized: a step's cost, not throughput)",
+        )
+    if workflow == "training":
+        group.add_argument(
+            "--warmup_iterations", type=int, default=1, help="iterations left out of the throughput (default 1)"
+        )
+        group.add_argument("--ema_alpha", type=float, default=0.1, help="EMA weight of the learning curves (0.1)")
+    _add_unsupported(group)
+    return parser
+
+
+def _given(argv: list[str], flag: str) -> bool:
+    return any(arg == flag or arg.startswith(f"{flag}=") for arg in argv)
+
+
+def check_workflow_args(parser: argparse.ArgumentParser, workflow: str, args: argparse.Namespace, argv) -> None:
+    """Refuse what the workflow cannot do, by name; exits 2 through ``parser.error``."""
+    for name, message in UNSUPPORTED.items():
+        if getattr(args, name):
+            parser.error(message)
+    for flag, reason in NOT_APPLICABLE[workflow].items():
+        if _given(argv, flag):
+            parser.error(f"{flag} does not apply to the {workflow} benchmark: {reason}")
+    if getattr(args, "distributed", False) and args.ml_framework == "jax":
+        parser.error(_jax_message(workflow))
+    if workflow == "runtime" and (args.warmup_steps < 0 or args.num_steps < 1):
+        parser.error(f"--warmup_steps must be >= 0 and --num_steps >= 1 (got {args.warmup_steps}, {args.num_steps})")
+    if workflow == "training":
+        if args.warmup_iterations < 0:
+            parser.error(f"--warmup_iterations must be >= 0 (got {args.warmup_iterations})")
+        if not 0 < args.ema_alpha <= 1:
+            parser.error(f"--ema_alpha must be in (0, 1] (got {args.ema_alpha})")
+        if args.max_iterations is not None and args.warmup_iterations >= args.max_iterations:
+            parser.error(
+                f"--warmup_iterations {args.warmup_iterations} leaves none of the {args.max_iterations} iterations "
+                "to measure; lower it or raise --max_iterations"
+            )
+    if args.output_path is not None and Path(args.output_path).is_dir():
+        parser.error(f"--output_path {args.output_path} is a directory; name the bundle file")
+
+
+def _jax_message(workflow: str) -> str:
+    return (
+        f"skrl with --ml_framework jax is not supported by `rlscale benchmark {workflow}_multigpu` (its ranks are "
+        "timed as torchrun processes); use --ml_framework torch"
+    )
+
+
+def launch(workflow: str, argv: list[str]) -> int:
+    """``<workflow>_multigpu``: refuse bad arguments here, in one line, then hand the job to the launcher."""
+    from rlscale.launch.run import run_launcher
+
+    cfg = benchmark_launcher_cfg(workflow, WORKER)
+    early = OneLineParser(prog=cfg.prog, add_help=False, allow_abbrev=False)
+    _add_unsupported(early)
+    known, _ = early.parse_known_args([arg for arg in argv if arg not in ("-h", "--help")])
+    for name, message in UNSUPPORTED.items():  # before the launcher's checks, so the reason is the one shown
+        if getattr(known, name):
+            early.error(message)
+    if forwarded_value(argv, "--ml_framework") == "jax":
+        early.error(_jax_message(workflow))
+    launcher_args, forwarded = parse_launcher_args(argv, cfg, os.environ)
+    rank_argv = ["--rl_library", launcher_args.rl_library] if cfg.rl_libraries else []
+    rank_argv += [*forwarded, *(flag for flag in cfg.worker_flags if flag not in forwarded)]
+    parser = workflow_parser(workflow, cfg.prog)
+    check_workflow_args(parser, workflow, parser.parse_args(rank_argv), forwarded)
+    return run_launcher(argv, cfg)
+
+
+def usage() -> str:
+    lines = ["usage: rlscale benchmark WORKFLOW [OPTIONS...]", "", "workflows:"]
+    lines += [f"  {name:<20} {text}" for name, text in DESCRIPTIONS.items()]
+    lines += [
+        f"  {name + '_multigpu':<20} the same, one rank per GPU (launcher options of train_multigpu)"
+        for name in DESCRIPTIONS
+    ]
+    lines += [
+        "",
+        "`-multigpu` spellings are aliases. Run `rlscale benchmark WORKFLOW --help` for a workflow's options.",
+        "Only global rank 0 writes the result bundle (one JSON file); see docs/benchmarks.md.",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    """Entry point of ``rlscale benchmark``."""
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    name = argv[0].replace("-multigpu", "_multigpu")
+    workflow = name.removesuffix("_multigpu")
+    if workflow not in BENCHMARK_WORKFLOWS:
+        choices = ", ".join((*BENCHMARK_WORKFLOWS, *(f"{base}_multigpu" for base in BENCHMARK_WORKFLOWS)))
+        print(f"rlscale benchmark: error: unknown workflow {argv[0]!r}; choose one of {choices}", file=sys.stderr)
+        return 2
+    if name != workflow:
+        return launch(workflow, argv[1:])
+    parser = workflow_parser(workflow, f"rlscale benchmark {workflow}")
+    check_workflow_args(parser, workflow, parser.parse_args(argv[1:]), argv[1:])
+    from rlscale.benchmark.worker import time_python_imports
+
+    python_imports_s = time_python_imports(argv[1:], workflow)
+    from rlscale.benchmark.session import run_benchmark
+
+    return run_benchmark(workflow, argv[1:], python_imports_s, multigpu=False)

@@ -1,0 +1,65 @@
+"""Reductions of timing samples into the bundle's ``MeanStd`` objects, and the learning-curve EMA.
+
+Pure Python, no torch: the bundle tests recompute these figures from the bundle's own fields.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+
+def _finite(values: Sequence[float]) -> list[float]:
+    return [float(value) for value in values if value is not None and math.isfinite(value)]
+
+
+def sample_std(values: Sequence[float]) -> float:
+    """Sample standard deviation (n - 1); 0.0 for a single sample, where dispersion is unmeasured."""
+    return statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def mean_std(values: Sequence[float]) -> dict | None:
+    """``{mean, std, peak}`` of plain samples (times, utilisation, memory); None without a finite sample."""
+    values = _finite(values)
+    if not values:
+        return None
+    return {"mean": statistics.fmean(values), "std": sample_std(values), "peak": max(values)}
+
+
+def rate_stats(work_per_sample: float, durations: Sequence[float]) -> dict | None:
+    """Throughput of equal units of work, each taking one of ``durations`` seconds.
+
+    ``mean`` is the effective rate, total work / total time (a mean of per-sample rates would overweight the fast
+    samples); ``std`` and ``peak`` are those of the per-sample rates.
+
+    Returns:
+        The ``MeanStd`` object, or None when no sample has a positive duration.
+    """
+    durations = [value for value in _finite(durations) if value > 0]
+    if not durations:
+        return None
+    rates = [work_per_sample / value for value in durations]
+    return {
+        "mean": work_per_sample * len(durations) / math.fsum(durations),
+        "std": sample_std(rates),
+        "peak": max(rates),
+    }
+
+
+def ema(values: Sequence[float | None], alpha: float) -> float | None:
+    """Final exponential moving average ``e = alpha * x + (1 - alpha) * e``, seeded by the first finite value.
+
+    Missing values (NaN or None: no episode had ended yet) leave the average unchanged.
+    """
+    average = None
+    for value in values:
+        if value is None or not math.isfinite(value):
+            continue
+        average = float(value) if average is None else alpha * float(value) + (1.0 - alpha) * average
+    return average
+
+
+def finite_or_none(value: float | None) -> float | None:
+    """JSON has no NaN: a missing statistic is null."""
+    return float(value) if value is not None and math.isfinite(value) else None

@@ -1,0 +1,90 @@
+"""The console report rank 0 prints after a benchmark: the headline figure, its dispersion and what it covers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _spread(stats: dict | None, unit: str) -> str:
+    """``12,345 unit (std 3.1 %, peak 13,000)``, or ``not measured``."""
+    if stats is None:
+        return "not measured"
+    relative = f"{100 * stats['std'] / stats['mean']:.1f} %" if stats["mean"] else "n/a"
+    peak = f", peak {stats['peak']:,.0f}" if stats["peak"] is not None else ""
+    return f"{stats['mean']:,.0f} {unit} (std {relative}{peak})"
+
+
+def _number(value: float | None, unit: str = "") -> str:
+    return "-" if value is None else f"{value:.3f}{unit}"
+
+
+def _training(bundle: dict, ranks: int) -> list[str]:
+    runtime, learning = bundle["runtime"], bundle["learning"]
+    lines = [
+        f"  total throughput {_spread(runtime['total_fps'], 'env-steps/s')}",
+        f"  collection       {_spread(runtime['collection_fps'], 'env-steps/s')}",
+    ]
+    iteration, collection, update = (
+        runtime[key] for key in ("iteration_time_s", "collection_time_s", "learning_time_s")
+    )
+    if iteration is not None:
+        measured = runtime["iterations_completed"] - runtime["warmup_iterations"]
+        lines.append(
+            f"  per iteration {iteration['mean']:.3f}s = collection {collection['mean']:.3f}s + learning "
+            f"{update['mean']:.3f}s, over {measured} iteration(s) after {runtime['warmup_iterations']} warm-up"
+        )
+    reward, length = learning["reward"], learning["ep_length"]
+    lines.append(
+        f"  final return {_number(reward['final_raw'])} (EMA {_number(reward['final_ema'])}), "
+        f"episode length {_number(length['final_raw'])} (EMA {_number(length['final_ema'])})"
+    )
+    if runtime["steps_per_iteration"]:
+        lines.append(
+            f"  scope: global = {runtime['steps_per_iteration']:,} steps per iteration over all {ranks} rank(s) / "
+            "rank 0's iteration time (ranks step in lockstep); judge scaling against N x the 1-rank throughput "
+            "at the same per-rank --num_envs"
+        )
+    return lines
+
+
+def _runtime(bundle: dict, others: str) -> list[str]:
+    runtime = bundle["runtime"]
+    timing = runtime["environment_step_timing"]
+    mode = timing["measurement_mode"]
+    caveat = "" if mode == "host_return" else " (each step's serialized cost: not a throughput to report)"
+    return [
+        f"  env-step throughput {_spread(timing['environment_step_fps'], 'env-steps/s')}",
+        f"  {timing['environment_step_calls']} timed steps after {runtime['warmup_iterations']} warm-up, "
+        f"mode {mode}{caveat}",
+        f"  scope: rank 0's own {bundle['extra']['num_envs_per_rank']} envs, measured {others}; not a global rate",
+    ]
+
+
+def _startup(bundle: dict, others: str) -> list[str]:
+    runtime = bundle["runtime"]
+    phases = ", ".join(f"{phase} {_number(value, 's')}" for phase, value in runtime["startup_time_s"].items())
+    return [
+        f"  {phases}",
+        f"  total {_number(runtime['total_wall_time_s'], 's')}",
+        f"  scope: rank 0's cold start, measured {others}; not an aggregate over ranks",
+    ]
+
+
+def summary_lines(bundle: dict, path: Path) -> list[str]:
+    """A few lines for a person; the bundle holds everything else."""
+    run, extra = bundle["run"], bundle["extra"]
+    ranks = extra["world_size"]
+    name = f"{run['workflow']}{'_multigpu' if run['multigpu'] else ''}"
+    lines = [
+        f"[rlscale] benchmark {name}: {run['task']}, {run['framework'] or 'no library'}, {run['device']}, "
+        f"{ranks} rank(s) x {extra['num_envs_per_rank']} envs, status {run['status']}"
+    ]
+    others = f"while {ranks - 1} other rank(s) ran the same workload" if ranks > 1 else "in a single process"
+    if run["workflow"] == "training":
+        lines += _training(bundle, ranks)
+    elif run["workflow"] == "runtime":
+        lines += _runtime(bundle, others)
+    else:
+        lines += _startup(bundle, others)
+    lines.append(f"  bundle: {path}")
+    return lines

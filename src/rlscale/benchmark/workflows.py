@@ -1,0 +1,233 @@
+"""The three measurements. Each fills a :class:`Measurement` as it goes, so a run that stops early still reports
+what it measured before it stopped.
+
+* startup: one training iteration of the chosen library, with each cold phase timed.
+* runtime: ``env.step`` under random actions, no library and no policy.
+* training: ``rlscale train``'s own run (:func:`rlscale.train.execute`), timed from :class:`TrackedTask`'s records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from dataclasses import dataclass, field
+
+from rlscale.benchmark.stats import ema, finite_or_none, mean_std, rate_stats
+from rlscale.dist import RankInfo, rank_device
+from rlscale.train import execute
+
+PHASES = ("python_imports", "task_config", "env_creation", "first_step", "first_iteration")
+THROUGHPUT_FIELDS = ("iteration_time_s", "collection_time_s", "learning_time_s", "collection_fps", "total_fps")
+
+
+@dataclass
+class Measurement:
+    """What one workflow measured on this rank; every figure is None until measured."""
+
+    workflow: str
+    num_envs_per_rank: int
+    """Environments per rank, as configured (``--num_envs`` or the task's default)."""
+    seed: int
+    """Base seed; rank r seeds its task and its random actions with seed + r."""
+    status: str = "completed"
+    startup: dict = field(default_factory=lambda: dict.fromkeys(PHASES))
+    runtime: dict = field(default_factory=dict)
+    learning: dict | None = None
+    max_iterations: int | None = None
+
+    def __post_init__(self) -> None:
+        self.runtime = {
+            "iterations_completed": 0,
+            "warmup_iterations": 0,
+            "total_wall_time_s": None,
+            "steps_per_iteration": None,
+            **dict.fromkeys((*THROUGHPUT_FIELDS, "iterations_per_s")),
+            "environment_step_timing": None,
+        }
+
+
+def _synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize(device)
+
+
+def _random_actions(task, generator):
+    """Actions uniform in [-1, 1], the task's nominal range."""
+    import torch
+
+    shape = (task.num_envs, task.num_actions)
+    return torch.rand(shape, generator=generator, device=task.device) * 2.0 - 1.0
+
+
+def run_startup(measurement: Measurement, args: argparse.Namespace, agent_cfg: dict, rank: RankInfo) -> None:
+    """Time the cold start of one training iteration: task, reset, one random step, then the library's iteration.
+
+    ``first_iteration`` runs from calling the library to the end of its first update, so it holds the library's
+    setup (models, optimiser, process group on several ranks) and, with one iteration, rank 0's checkpoint write.
+    """
+    import torch
+
+    args.max_iterations = 1
+    reset_s = 0.0
+
+    def first_step(task) -> None:
+        nonlocal reset_s
+        started = time.perf_counter()
+        task.reset()
+        reset_s = time.perf_counter() - started
+        actions = _random_actions(task, torch.Generator(task.device).manual_seed(measurement.seed + rank.rank))
+        _synchronize(str(task.device))
+        started = time.perf_counter()
+        task.step(actions)
+        _synchronize(str(task.device))  # a cold step's kernels are part of the phase, not of the next one
+        measurement.startup["first_step"] = time.perf_counter() - started
+
+    outcome = execute(args, agent_cfg, on_task_created=first_step)
+    measurement.status = outcome.status
+    phases = measurement.startup
+    phases["env_creation"] = outcome.task_creation_s + reset_s if outcome.task_creation_s is not None else None
+    phases["first_iteration"] = outcome.first_iteration_s if outcome.status == "completed" else None
+    runtime = measurement.runtime
+    runtime["iterations_completed"] = len(outcome.records)
+    runtime["steps_per_iteration"] = outcome.steps_per_env * measurement.num_envs_per_rank
+    if all(phases[name] is not None for name in PHASES):
+        runtime["total_wall_time_s"] = sum(phases.values())
+
+
+def run_runtime(measurement: Measurement, args: argparse.Namespace, agent_cfg: dict, rank: RankInfo) -> None:
+    """Step the task under random actions; the actions are drawn before each step's timer starts.
+
+    ``host_return`` times ``env.step`` until it returns on the host: on CUDA the kernels it queued may still run.
+    ``serialized_synchronized`` synchronises the device before and after each step, so each step is timed
+    complete but nothing overlaps: it shows a step's cost, not the achievable throughput.
+    """
+    import torch
+    import torch.distributed as dist
+
+    from rlscale.tasks import make_task
+
+    device = rank_device(args.device, rank, torch.cuda.device_count() if args.device != "cpu" else 0)
+    # As rlscale train: one thread per CPU rank, the host's cores shared among GPU ranks.
+    torch.set_num_threads(1 if device == "cpu" else max(1, (os.cpu_count() or 1) // rank.local_world_size))
+    if device.startswith("cuda"):
+        torch.cuda.set_device(torch.device(device))
+    mode = "serialized_synchronized" if args.measure_sync_step else "host_return"
+    timing = {"environment_step_time_s": None, "environment_step_fps": None, "environment_step_calls": 0}
+    measurement.runtime["environment_step_timing"] = timing | {"measurement_mode": mode}
+    measurement.runtime["warmup_iterations"] = args.warmup_steps
+    if rank.distributed:  # only to start the ranks' stepping together, so that rank 0 meets its contention
+        dist.init_process_group("gloo" if device == "cpu" else "nccl", rank=rank.rank, world_size=rank.world_size)
+
+    def barrier() -> None:
+        if rank.distributed:
+            dist.all_reduce(torch.zeros(1, device=device))
+
+    started = time.perf_counter()
+    task = make_task(
+        args.task, device=device, seed=measurement.seed + rank.rank, num_envs=measurement.num_envs_per_rank
+    )
+    task.reset()
+    _synchronize(device)
+    measurement.startup["env_creation"] = time.perf_counter() - started
+    generator = torch.Generator(device).manual_seed(measurement.seed + rank.rank)
+    sync = mode == "serialized_synchronized"
+    durations: list[float] = []
+    barrier()
+    loop_started = time.perf_counter()
+    try:
+        for call in range(args.warmup_steps + args.num_steps):
+            actions = _random_actions(task, generator)
+            if sync:
+                _synchronize(device)
+            started = time.perf_counter()
+            task.step(actions)
+            if sync:
+                _synchronize(device)
+            elapsed = time.perf_counter() - started
+            if call == 0:
+                measurement.startup["first_step"] = elapsed
+            if call >= args.warmup_steps:
+                durations.append(elapsed)
+    finally:  # an interrupted run still reports the steps it timed
+        measurement.runtime["total_wall_time_s"] = time.perf_counter() - loop_started
+        timing.update(
+            environment_step_time_s=mean_std(durations),
+            environment_step_fps=rate_stats(task.num_envs, durations),
+            environment_step_calls=len(durations),
+        )
+        measurement.runtime["environment_step_timing"] = timing | {"measurement_mode": mode}
+        measurement.runtime["iterations_completed"] = len(durations)
+        measurement.runtime["steps_per_iteration"] = task.num_envs
+    barrier()
+    if rank.distributed:
+        dist.destroy_process_group()
+
+
+def training_figures(records, steps_per_iteration: int, warmup: int) -> dict:
+    """Throughput fields from per-iteration records, the first ``warmup`` excluded.
+
+    ``steps_per_iteration`` is global (every rank's steps): with lockstep ranks, rank 0's iteration time is the
+    job's, so global throughput is those steps over rank 0's time.
+    """
+    measured = records[warmup:]
+    iteration = [record.iteration_s for record in measured]
+    collection = [record.collection_s for record in measured]
+    return {
+        "iteration_time_s": mean_std(iteration),
+        "collection_time_s": mean_std(collection),
+        "learning_time_s": mean_std([record.iteration_s - record.collection_s for record in measured]),
+        "collection_fps": rate_stats(steps_per_iteration, collection),
+        "total_fps": rate_stats(steps_per_iteration, iteration),
+        "iterations_per_s": rate_stats(1.0, iteration),
+    }
+
+
+def learning_curves(records, alpha: float, env_steps_per_iter: int) -> dict:
+    """Return and episode length per iteration, raw and EMA-smoothed (NaN until an episode has ended)."""
+
+    def curve(series: list[float]) -> dict:
+        return {
+            "final_raw": finite_or_none(series[-1]) if series else None,
+            "final_ema": ema(series, alpha),
+            "series_per_iter": [finite_or_none(value) for value in series],
+        }
+
+    return {
+        "ema_alpha": alpha,
+        "reward": curve([record.mean_return for record in records]),
+        "ep_length": curve([record.mean_episode_length for record in records]),
+        "env_steps_per_iter": env_steps_per_iter,
+    }
+
+
+def run_training(measurement: Measurement, args: argparse.Namespace, agent_cfg: dict, rank: RankInfo) -> None:
+    """End-to-end PPO through ``rlscale train``'s run; figures cover every rank (see :func:`training_figures`)."""
+    tracked = []
+    warmup = args.warmup_iterations
+    runtime = measurement.runtime
+    runtime["warmup_iterations"] = warmup
+    measurement.learning = learning_curves([], args.ema_alpha, 1)
+
+    def summarise() -> None:  # also after a crash, from the iterations that finished
+        if not tracked:
+            return
+        steps = tracked[0].steps_per_iteration * tracked[0].num_envs * rank.world_size
+        records = tracked[0].records
+        runtime.update(training_figures(records, steps, warmup), steps_per_iteration=steps)
+        runtime["iterations_completed"] = len(records)
+        measurement.learning = learning_curves(records, args.ema_alpha, steps)
+
+    try:
+        outcome = execute(args, agent_cfg, on_tracking=tracked.append)
+    finally:
+        summarise()
+    measurement.status = outcome.status
+    measurement.startup["env_creation"] = outcome.task_creation_s
+    measurement.startup["first_iteration"] = outcome.first_iteration_s
+    runtime["total_wall_time_s"] = outcome.train_s
+
+
+WORKFLOWS = {"startup": run_startup, "runtime": run_runtime, "training": run_training}

@@ -1,0 +1,101 @@
+"""Figures of a study (matplotlib, Agg): throughput and efficiency against GPU count, and learning curves."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # Jobs run headless; select the backend before pyplot is imported.
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from rlscale.study.aggregate import library_label  # noqa: E402
+
+PANEL_SIZE = (4.5, 3.4)
+"""Width and height of one subplot, in inches."""
+
+
+def _panels(keys: list[tuple], title: str):
+    """Return a figure with one subplot per key (at most three per row) and the axes, keyed."""
+    columns = min(3, max(1, len(keys)))
+    rows = max(1, math.ceil(len(keys) / columns))
+    figure, axes = plt.subplots(
+        rows, columns, figsize=(PANEL_SIZE[0] * columns, PANEL_SIZE[1] * rows), squeeze=False, constrained_layout=True
+    )
+    flat = list(axes.flat)
+    for axis in flat[len(keys) :]:
+        axis.set_visible(False)
+    figure.suptitle(title)
+    return figure, dict(zip(keys, flat, strict=False))
+
+
+def _gpu_axis(axis, world_sizes: list[int], device_label: str) -> None:
+    """Log-2 x axis labelled with the world sizes that ran."""
+    axis.set_xscale("log", base=2)
+    axis.set_xticks(world_sizes, [str(size) for size in world_sizes])
+    axis.set_xlabel(f"world size ({device_label})")
+    axis.grid(True, alpha=0.3)
+
+
+def plot_scaling(table: pd.DataFrame, throughput_path: Path, efficiency_path: Path, device_label: str = "GPUs") -> None:
+    """Plot global throughput (median, IQR bars) and weak-scaling efficiency against world size.
+
+    One panel per task and per-rank env count, one line per library.
+    """
+    keys = sorted(table.groupby(["task", "num_envs_per_rank"]).groups)
+    world_sizes = sorted(int(size) for size in table["world_size"].unique())
+    for path, column, ylabel in (
+        (throughput_path, "global_fps_median", "global env steps / s (training)"),
+        (efficiency_path, "efficiency", "efficiency vs N × single rank"),
+    ):
+        title = "Training throughput" if column == "global_fps_median" else "Weak-scaling efficiency"
+        figure, axes = _panels(keys, title)
+        for (task, num_envs), axis in axes.items():
+            panel = table[(table["task"] == task) & (table["num_envs_per_rank"] == num_envs)]
+            for (library, framework), line in panel.groupby(["rl_library", "ml_framework"]):
+                line = line.sort_values("world_size")
+                label = library_label(library, framework)
+                if column == "global_fps_median":
+                    axis.errorbar(
+                        line["world_size"], line[column], yerr=line["global_fps_iqr"] / 2, marker="o", capsize=3,
+                        label=label,
+                    )  # fmt: skip
+                else:
+                    axis.plot(line["world_size"], line[column], marker="o", label=label)
+            if column == "efficiency":
+                axis.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="ideal")
+            axis.set_ylim(bottom=0)  # A truncated axis would exaggerate small differences.
+            _gpu_axis(axis, world_sizes, device_label)
+            axis.set_ylabel(ylabel)
+            axis.set_title(f"{task}, {num_envs} envs/rank", fontsize=10)
+            axis.legend(fontsize=8)
+        figure.savefig(path, dpi=110)
+        plt.close(figure)
+
+
+def plot_learning_curves(curves: pd.DataFrame, path: Path) -> None:
+    """Plot the mean return against global env steps, one line per world size (median over seeds).
+
+    One panel per task and library, each at the largest per-rank env count the study ran, so that the lines differ
+    only in world size.
+    """
+    keys = sorted(curves.groupby(["task", "rl_library", "ml_framework"]).groups) if len(curves) else []
+    figure, axes = _panels(keys or [("no learning curves",)], "Learning curves (median over seeds)")
+    for (task, library, framework), axis in axes.items() if keys else ():
+        panel = curves[
+            (curves["task"] == task) & (curves["rl_library"] == library) & (curves["ml_framework"] == framework)
+        ]
+        panel = panel[panel["num_envs_per_rank"] == panel["num_envs_per_rank"].max()]
+        for world_size, line in panel.groupby("world_size"):
+            median = line.groupby("env_steps")["mean_return"].median()
+            axis.plot(median.index, median.to_numpy(), label=f"world size {world_size}")
+        axis.set_xlabel("global env steps")
+        axis.set_ylabel("mean episode return")
+        num_envs = panel["num_envs_per_rank"].max()
+        axis.set_title(f"{task}, {library_label(library, framework)}, {num_envs} envs/rank", fontsize=10)
+        axis.grid(True, alpha=0.3)
+        axis.legend(fontsize=8)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

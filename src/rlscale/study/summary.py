@@ -1,0 +1,173 @@
+"""Everything the ``aggregate`` rule writes: ``scaling.csv``, the plots and ``summary.md``."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from rlscale.study.aggregate import (
+    bundle_record,
+    learning_curves,
+    library_label,
+    load_bundles,
+    read_bundle,
+    scaling_table,
+)
+from rlscale.study.plots import plot_learning_curves, plot_scaling
+
+STARTUP_PHASES = ("python_imports", "task_config", "env_creation", "first_step", "first_iteration")
+"""Keys of ``runtime.startup_time_s``, in the order they happen."""
+
+
+def _format(value: object) -> str:
+    """One table cell: integers as is, floats to 3 significant digits (thousands separated), NaN/None as ``–``."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+    return str(value)
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """Render ``frame`` as a GitHub-flavoured Markdown table (pandas' own needs the optional ``tabulate``)."""
+    header = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    rows = ["| " + " | ".join(_format(value) for value in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([header, rule, *rows])
+
+
+def evidence_level(n_runs: int) -> str:
+    """Isaac Lab's evidence levels: 1 run explores, 3 or more independent runs screen for regressions."""
+    return "exploration" if n_runs < 3 else "regression screening"
+
+
+def other_bundles_table(bundles: Sequence[Mapping]) -> pd.DataFrame:
+    """Startup and runtime bundles: rank 0's own values (``workload_scope: rank0``), never global rates."""
+    rows = []
+    for bundle in bundles:
+        record = bundle_record(bundle)
+        runtime = bundle.get("runtime") or {}
+        startup = runtime.get("startup_time_s") or {}
+        step = (runtime.get("environment_step_timing") or {}).get("environment_step_fps") or {}
+        rows.append(
+            {
+                "workflow": record["workflow"],
+                "task": record["task"],
+                "world_size": record["world_size"],
+                "num_envs_per_rank": record["num_envs_per_rank"],
+                "scope": record["workload_scope"],
+                **{f"{phase}_s": startup.get(phase) for phase in STARTUP_PHASES},
+                "env_step_fps_rank0": step.get("mean"),
+            }
+        )
+    return pd.DataFrame.from_records(rows)
+
+
+def train_table(manifests: Sequence[Mapping], cells: Sequence[Mapping]) -> pd.DataFrame:
+    """One row per ``train`` run: its final return and episode length, wall time, and where its checkpoint is."""
+    rows = []
+    for manifest, cell in zip(manifests, cells, strict=True):
+        rows.append(
+            {
+                **cell,
+                "iterations": manifest.get("iterations_completed"),
+                "final_mean_return": manifest.get("final_mean_return"),
+                "final_mean_episode_length": manifest.get("final_mean_episode_length"),
+                "wall_time_s": manifest.get("wall_time_s"),
+                "checkpoint": manifest.get("checkpoint"),
+            }
+        )
+    return pd.DataFrame.from_records(rows)
+
+
+def summary_markdown(
+    study: str, device: str, table: pd.DataFrame, trains: pd.DataFrame, others: pd.DataFrame, figures: Sequence[str]
+) -> str:
+    """Return ``summary.md``: the scaling table, how to read it, the train runs and the startup/runtime bundles."""
+    shown = table.copy()
+    labels = [library_label(*pair) for pair in zip(shown["rl_library"], shown["ml_framework"], strict=True)]
+    shown.insert(1, "library", labels)
+    shown = shown.drop(columns=["rl_library", "ml_framework"])
+    levels = sorted({evidence_level(int(n)) for n in table["n_runs"]}) if len(table) else []
+    lines = [
+        f"# Scaling study `{study}`",
+        "",
+        f"Device: **{device}** ({'CPU ranks, gloo' if device == 'cpu' else 'one GPU per rank, NCCL'}).",
+        "",
+        "## Training throughput (weak scaling)",
+        "",
+        "Global FPS is `runtime.total_fps.mean` of each `training_multigpu` bundle (all ranks). Efficiency is the",
+        "median global FPS over `world_size ×` the median global FPS of world size 1 at the **same per-rank env",
+        "count**, task and library. IQR is the interquartile range over the runs (seeds) of a row.",
+        f"Evidence level: {', '.join(levels) or 'none'} (1 run explores; 3 or more independent runs screen).",
+        "",
+        markdown_table(shown),
+        "",
+        *[f"![{Path(figure).stem}]({Path(figure).name})" for figure in figures],
+        "",
+    ]
+    if len(trains):
+        lines += ["## Training runs (`train` rule)", "", markdown_table(trains), ""]
+    if len(others):
+        lines += [
+            "## Startup and runtime benchmarks (largest world size)",
+            "",
+            "Rank 0's own values while the other ranks share the host (`workload_scope: rank0`): not global rates.",
+            "",
+            markdown_table(others),
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def write_study_outputs(
+    *,
+    study: str,
+    device: str,
+    training_bundles: Sequence[str],
+    training_cells: Sequence[Mapping],
+    other_bundles: Sequence[str],
+    train_manifests: Sequence[str],
+    train_cells: Sequence[Mapping],
+    scaling_csv: Path,
+    throughput_plot: Path,
+    efficiency_plot: Path,
+    learning_plot: Path,
+    summary: Path,
+) -> pd.DataFrame:
+    """Aggregate a study's bundles and write the CSV, the three plots and the summary.
+
+    Args:
+        study: Study name.
+        device: ``cuda`` or ``cpu``.
+        training_bundles: ``training_multigpu`` bundle files.
+        training_cells: Per training bundle, the cell it was filed under (see :func:`load_bundles`).
+        other_bundles: ``startup_multigpu``/``runtime_multigpu`` bundle files.
+        train_manifests: Manifests of the ``train`` rule's runs.
+        train_cells: Per manifest, its task, library and world size.
+        scaling_csv: Output scaling table.
+        throughput_plot: Output throughput figure.
+        efficiency_plot: Output efficiency figure.
+        learning_plot: Output learning-curve figure.
+        summary: Output Markdown summary.
+
+    Returns:
+        The scaling table.
+    """
+    bundles = [read_bundle(path) for path in training_bundles]
+    table = scaling_table(load_bundles(training_bundles, training_cells, bundles=bundles))
+    Path(scaling_csv).parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(scaling_csv, index=False)
+    device_label = "CPU ranks" if device == "cpu" else "GPUs"
+    plot_scaling(table, Path(throughput_plot), Path(efficiency_plot), device_label)
+    plot_learning_curves(learning_curves(bundles), Path(learning_plot))
+    manifests = [json.loads(Path(path).read_text()) for path in train_manifests]
+    others = other_bundles_table([read_bundle(path) for path in other_bundles])
+    figures = [str(throughput_plot), str(efficiency_plot), str(learning_plot)]
+    text = summary_markdown(study, device, table, train_table(manifests, train_cells), others, figures)
+    Path(summary).write_text(text)
+    return table

@@ -1,0 +1,106 @@
+"""Library-agnostic progress tracking, the fault-injection hook, the rank-sync check and the parameter digest."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import pytest
+import torch
+
+from rlscale.faults import Fault, InjectedCrash, parse_fault
+from rlscale.rank_sync import RankDivergence, check_digests
+from rlscale.rl.common import parameter_digest
+from rlscale.rl.progress import TrackedTask
+from rlscale.tasks import make_task
+
+
+class TestTrackedTask:
+    def test_episode_statistics_match_a_hand_count(self):
+        """Per-iteration mean return/length equal those computed from the raw per-step rewards and dones."""
+        task = make_task("Isaac-Cartpole-Direct", num_envs=16, seed=3)
+        stream = io.StringIO()
+        tracked = TrackedTask(task, steps_per_iteration=40, start_iteration=0, total_iterations=3, stream=stream)
+        tracked.reset()
+        generator = torch.Generator().manual_seed(0)
+        running = torch.zeros(16)
+        finished: list[list[tuple[float, int]]] = [[], [], []]
+        lengths = torch.zeros(16, dtype=torch.long)
+        for step in range(120):
+            actions = torch.rand(16, 1, generator=generator) * 2 - 1
+            _, reward, terminated, truncated, _ = tracked.step(actions)
+            running += reward
+            lengths += 1
+            for env in torch.nonzero(terminated | truncated).flatten().tolist():
+                finished[step // 40].append((running[env].item(), lengths[env].item()))
+                running[env], lengths[env] = 0.0, 0
+        tracked.finish()
+        assert [record.iteration for record in tracked.records] == [0, 1, 2]
+        for record, episodes in zip(tracked.records, finished, strict=True):
+            assert episodes, "a random policy ends some episodes within 40 steps"
+            assert record.mean_return == pytest.approx(sum(r for r, _ in episodes) / len(episodes), rel=1e-5)
+            assert record.mean_episode_length == pytest.approx(sum(n for _, n in episodes) / len(episodes))
+            assert 0 < record.collection_s <= record.iteration_s
+        assert stream.getvalue().count("\n") == 3 and "it 3/3" in stream.getvalue()
+
+    def test_iteration_hook_sees_each_iteration_once(self):
+        """The hook fires before the first step of every rollout, numbered from the start iteration."""
+        task = make_task("Isaac-Cartpole", num_envs=4)
+        seen = []
+        tracked = TrackedTask(
+            task, 5, start_iteration=7, total_iterations=10, stream=None, on_iteration_start=seen.append
+        )
+        for _ in range(15):
+            tracked.step(torch.zeros(4, 1))
+        assert seen == [7, 8, 9]
+
+
+class TestFaults:
+    def test_parse_and_trigger(self):
+        """A crash fault raises only on its rank at its iteration."""
+        fault = parse_fault("crash:rank=1,iteration=3")
+        assert fault == Fault("crash", 1, 3)
+        fault.trigger_if_due(0, 3)
+        fault.trigger_if_due(1, 2)
+        with pytest.raises(InjectedCrash, match="rank 1 at iteration 3"):
+            fault.trigger_if_due(1, 3)
+
+    def test_desync_moves_the_parameters(self):
+        """A desync fault changes this rank's parameter digest."""
+        layer = torch.nn.Linear(3, 2)
+        before = parameter_digest(dict(layer.named_parameters()))
+        parse_fault("desync:rank=0,iteration=0").trigger_if_due(0, 0, lambda: dict(layer.named_parameters()))
+        assert parameter_digest(dict(layer.named_parameters())) != before
+
+    @pytest.mark.parametrize(
+        "spec",
+        ["crash", "explode:rank=1,iteration=3", "crash:rank=1", "crash:rank=x,iteration=1", "hang:rank=-1,iteration=1"],
+    )
+    def test_malformed_specs_are_refused(self, spec):
+        """Anything but KIND:rank=R,iteration=I with a known kind and non-negative numbers is an error."""
+        with pytest.raises(ValueError, match="RLSCALE_INJECT_FAULT"):
+            parse_fault(spec)
+
+
+class TestRankSync:
+    def test_digest_depends_on_values_and_names(self):
+        """Equal parameters hash equal; a changed value or name changes the digest."""
+        state = {"w": torch.ones(2, 2), "b": torch.zeros(2)}
+        assert parameter_digest(state) == parameter_digest({"b": torch.zeros(2), "w": torch.ones(2, 2)})
+        assert parameter_digest(state) != parameter_digest({"w": torch.ones(2, 2), "b": torch.tensor([0.0, 1e-7])})
+        assert parameter_digest(state) != parameter_digest({"W": torch.ones(2, 2), "b": torch.zeros(2)})
+
+    def test_check_names_every_diverged_rank(self):
+        """The divergence message lists exactly the ranks that differ from rank 0."""
+        check_digests(["a", "a", "a"], iteration=5)
+        with pytest.raises(RankDivergence, match=r"iteration 5: rank\(s\) 1, 3 differ from rank 0 \(4 ranks\)"):
+            check_digests(["a", "b", "a", "c"], iteration=5)
+
+
+def test_nan_means_before_any_episode_ends():
+    """Before any episode ends, the means are NaN rather than a made-up 0."""
+    task = make_task("Isaac-Cartpole", num_envs=4)
+    tracked = TrackedTask(task, 2, start_iteration=0, total_iterations=1, stream=None)
+    tracked.step(torch.zeros(4, 1))
+    tracked.finish()
+    assert math.isnan(tracked.records[0].mean_return)

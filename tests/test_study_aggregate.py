@@ -1,0 +1,298 @@
+"""Tests of the study's aggregation: hand-built bundles and frames in, scaling table (computed by hand) out."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from rlscale.benchmark.bundle import validation_errors
+from rlscale.study.aggregate import (
+    RECORD_COLUMNS,
+    SCALING_COLUMNS,
+    IncompatibleBundlesError,
+    learning_curves,
+    load_bundles,
+    scaling_table,
+)
+from rlscale.study.summary import markdown_table, write_study_outputs
+
+
+def mean_std(mean: float) -> dict:
+    """A MeanStd object of the bundle schema."""
+    return {"mean": mean, "std": 0.0, "peak": mean}
+
+
+def make_bundle(
+    fps: float,
+    world_size: int = 1,
+    num_envs: int = 64,
+    task: str = "Isaac-Cartpole-Direct",
+    library: str = "rsl_rl",
+    seed: int = 1,
+    workflow: str = "training",
+    rewards: tuple[float, ...] = (1.0, 2.0, 3.0),
+) -> dict:
+    """A schema-valid bundle of one benchmark run whose global throughput is ``fps``."""
+    steps = num_envs * world_size * 16
+    return {
+        "schema_version": "1.0",
+        "run": {
+            "run_id": f"{workflow}_{library}_{task}_seed{seed}",
+            "workflow": workflow,
+            "multigpu": True,
+            "framework": library if workflow != "runtime" else None,
+            "ml_framework": "torch",
+            "task": task,
+            "seed": seed,
+            "device": "cpu",
+            "start_time_utc": "2026-01-01T00:00:00+00:00",
+            "end_time_utc": "2026-01-01T00:00:10+00:00",
+            "duration_s": 10.0,
+            "status": "completed",
+            "num_envs": num_envs * world_size if workflow == "training" else num_envs,
+            "max_iterations": len(rewards),
+        },
+        "versions": {
+            **dict.fromkeys(("cuda", "rlscale", "rsl_rl", "rl_games", "skrl", "jax", "numpy", "git_commit")),
+            "torch": "2.13.0",
+            "python": "3.11.7",
+            "git_dirty": None,
+        },
+        "hardware": {"hostname": "vm", "gpu_devices": [], "cpu_name": None, "cpu_count": 2, "ram_gb": 23.0},
+        "runtime": {
+            "startup_time_s": dict.fromkeys(
+                ("python_imports", "task_config", "env_creation", "first_step", "first_iteration"), 0.1
+            ),
+            "iterations_completed": len(rewards),
+            "warmup_iterations": 1,
+            "total_wall_time_s": 1.0,
+            "steps_per_iteration": steps,
+            "iteration_time_s": mean_std(steps / fps),
+            "collection_time_s": mean_std(steps / fps / 2),
+            "learning_time_s": mean_std(steps / fps / 2),
+            "collection_fps": mean_std(2 * fps),
+            "total_fps": mean_std(fps),
+            "iterations_per_s": mean_std(fps / steps),
+            "environment_step_timing": None,
+        },
+        "resources": {
+            **dict.fromkeys(("gpu_util_pct", "gpu_mem_gb", "cpu_util_pct", "ram_gb")),
+            "devices": {},
+            "samples": 0,
+        },
+        "learning": {
+            "ema_alpha": 0.1,
+            "reward": {"final_raw": rewards[-1], "final_ema": rewards[-1], "series_per_iter": list(rewards)},
+            "ep_length": {"final_raw": 10.0, "final_ema": 10.0, "series_per_iter": [10.0] * len(rewards)},
+            "env_steps_per_iter": steps,
+        },
+        "extra": {
+            "distributed": True,
+            "world_size": world_size,
+            "local_world_size": world_size,
+            "num_nodes": 1,
+            "num_envs_per_rank": num_envs,
+            "workload_scope": "global" if workflow == "training" else "rank0",
+            "measurement_scope": "rank0_process",
+            "gpu_measurement_scope": "rank0_node",
+        },
+    }
+
+
+def cell_of(bundle: dict) -> dict:
+    """The cell a bundle was produced for, as the workflow files it."""
+    return {
+        "task": bundle["run"]["task"],
+        "rl_library": bundle["run"]["framework"],
+        "ml_framework": "torch",
+        "num_envs_per_rank": bundle["extra"]["num_envs_per_rank"],
+        "world_size": bundle["extra"]["world_size"],
+    }
+
+
+def frame_of(bundles: list[dict]) -> pd.DataFrame:
+    """Bundle records, as the aggregate rule builds them."""
+    paths = [f"b{index}.json" for index in range(len(bundles))]
+    return load_bundles(paths, [cell_of(bundle) for bundle in bundles], bundles=bundles)
+
+
+def record(**overrides) -> dict:
+    """One hand-built record of the bundle frame (a completed rsl_rl training run on CPU)."""
+    base = {
+        "path": "x.json",
+        "schema_version": "1.0",
+        "workflow": "training",
+        "task": "T",
+        "rl_library": "rsl_rl",
+        "ml_framework": "torch",
+        "seed": 1,
+        "status": "completed",
+        "device_type": "cpu",
+        "num_envs_per_rank": 64,
+        "world_size": 1,
+        "num_nodes": 1,
+        "workload_scope": "global",
+        "measurement_scope": "rank0_process",
+        "global_fps": 100.0,
+    }
+    return {**base, **overrides}
+
+
+class TestSyntheticBundles:
+    def test_builder_matches_the_writer_schema(self):
+        """The test bundles pass the schema the benchmark writer validates against, so the tests use real input."""
+        assert validation_errors(make_bundle(1000.0, world_size=2)) == []
+
+
+class TestEfficiency:
+    def test_hand_computed_table(self):
+        """Median, IQR, speedup and efficiency of a 1/2/4-rank study equal the values worked out by hand."""
+        bundles = [
+            make_bundle(1000.0, 1, seed=1),
+            make_bundle(1200.0, 1, seed=2),
+            make_bundle(1100.0, 1, seed=3),  # ws1: median 1100, IQR 1150 - 1050 = 100
+            make_bundle(2000.0, 2, seed=1),
+            make_bundle(2100.0, 2, seed=2),  # ws2: median 2050, IQR 2075 - 2025 = 50
+            make_bundle(3300.0, 4, seed=1),  # ws4: median 3300, IQR 0
+        ]
+        table = scaling_table(frame_of(bundles))
+        assert list(table.columns) == SCALING_COLUMNS
+        assert table["world_size"].tolist() == [1, 2, 4]
+        assert table["n_runs"].tolist() == [3, 2, 1]
+        assert table["global_fps_median"].tolist() == pytest.approx([1100.0, 2050.0, 3300.0])
+        assert table["global_fps_iqr"].tolist() == pytest.approx([100.0, 50.0, 0.0])
+        assert table["speedup"].tolist() == pytest.approx([1.0, 2050 / 1100, 3.0])
+        assert table["efficiency"].tolist() == pytest.approx([1.0, 2050 / (2 * 1100), 3300 / (4 * 1100)])
+        assert table["per_rank_fps_median"].tolist() == pytest.approx([1100.0, 1025.0, 825.0])
+
+    def test_baseline_is_per_env_count_and_library(self):
+        """Each world size divides by the single rank of its own per-rank env count and library, never another's."""
+        bundles = [
+            make_bundle(1000.0, 1, num_envs=64),
+            make_bundle(1800.0, 2, num_envs=64),
+            make_bundle(4000.0, 1, num_envs=256),
+            make_bundle(6000.0, 2, num_envs=256),
+            make_bundle(500.0, 1, library="skrl"),
+            make_bundle(900.0, 2, library="skrl"),
+        ]
+        table = scaling_table(frame_of(bundles)).set_index(["rl_library", "num_envs_per_rank", "world_size"])
+        assert table.loc[("rsl_rl", 64, 2), "efficiency"] == pytest.approx(1800 / (2 * 1000))
+        assert table.loc[("rsl_rl", 256, 2), "efficiency"] == pytest.approx(6000 / (2 * 4000))
+        assert table.loc[("skrl", 64, 2), "efficiency"] == pytest.approx(900 / (2 * 500))
+
+    def test_no_single_rank_row_gives_nan(self):
+        """Without a world-size-1 run there is nothing to divide by: efficiency is NaN, not a guess."""
+        table = scaling_table(frame_of([make_bundle(1800.0, 2), make_bundle(3000.0, 4)]))
+        assert table["efficiency"].isna().all()
+        assert table["global_fps_median"].tolist() == [1800.0, 3000.0]
+
+
+class TestIncompatibleBundles:
+    def test_bundle_filed_under_another_env_count(self):
+        """A bundle measuring 128 envs per rank filed in the 64-env cell is refused: a row never mixes env counts."""
+        bundles = [make_bundle(1000.0, 1, num_envs=64), make_bundle(1900.0, 2, num_envs=128)]
+        cells = [cell_of(bundles[0]), {**cell_of(bundles[1]), "num_envs_per_rank": 64}]
+        with pytest.raises(IncompatibleBundlesError, match="num_envs_per_rank=128 but was filed under"):
+            load_bundles(["a.json", "b.json"], cells, bundles=bundles)
+
+    def test_bundle_filed_under_another_task(self):
+        """A bundle of another task in a cell is refused."""
+        bundle = make_bundle(1000.0, task="Isaac-Cartpole")
+        with pytest.raises(IncompatibleBundlesError, match="task='Isaac-Cartpole'"):
+            load_bundles(["a.json"], [{**cell_of(bundle), "task": "Isaac-Cartpole-Direct"}], bundles=[bundle])
+
+    def test_schema_version_mixed_in_a_row(self):
+        """Two schema versions in one row (hand-built frame) are refused, naming the column and the files."""
+        frame = pd.DataFrame([record(path="old.json", schema_version="0.9"), record(path="new.json", seed=2)])
+        with pytest.raises(IncompatibleBundlesError, match=r"schema_version differs.*old\.json"):
+            scaling_table(frame)
+
+    def test_schema_version_mixed_across_world_sizes(self):
+        """A world size is not compared with a single rank of another schema version either."""
+        frame = pd.DataFrame([record(), record(world_size=2, schema_version="2.0", global_fps=190.0)])
+        with pytest.raises(IncompatibleBundlesError, match="schema_version differs"):
+            scaling_table(frame)
+
+    def test_bundle_not_matching_the_schema(self):
+        """A bundle the writer's schema rejects (an unknown schema version) is refused before any number is read."""
+        bundle = make_bundle(1000.0)
+        bundle["schema_version"] = "2.0"
+        with pytest.raises(IncompatibleBundlesError, match="does not match the bundle schema"):
+            frame_of([bundle])
+
+    def test_workload_scope_mixed(self):
+        """A rank-0 (startup/runtime) figure is never compared with global training throughput."""
+        frame = pd.DataFrame([record(), record(world_size=2, workload_scope="rank0", global_fps=150.0)])
+        with pytest.raises(IncompatibleBundlesError, match="workload_scope differs"):
+            scaling_table(frame)
+
+    def test_unfinished_run(self):
+        """A crashed run's bundle is refused rather than counted."""
+        frame = pd.DataFrame([record(), record(path="bad.json", status="crashed", seed=2)])
+        with pytest.raises(IncompatibleBundlesError, match=r"did not complete: bad\.json \(crashed\)"):
+            scaling_table(frame)
+
+    def test_compatible_frame_passes(self):
+        """The same frame with matching versions and scopes aggregates (the refusals above are not blanket ones)."""
+        frame = pd.DataFrame([record(), record(world_size=2, global_fps=190.0)], columns=RECORD_COLUMNS)
+        assert scaling_table(frame)["efficiency"].tolist() == pytest.approx([1.0, 0.95])
+
+
+class TestLearningCurves:
+    def test_env_steps_accumulate_globally(self):
+        """Iteration i of a 2-rank run with 64 envs and 16 steps per env sits at (i + 1) × 2048 global env steps."""
+        curves = learning_curves([make_bundle(1000.0, 2, rewards=(1.0, 2.5))])
+        assert curves["env_steps"].tolist() == [2048, 4096]
+        assert curves["mean_return"].tolist() == [1.0, 2.5]
+
+    def test_missing_returns_are_nan(self):
+        """An iteration in which no episode ended (null in the bundle) is NaN, not zero."""
+        bundle = make_bundle(1000.0)
+        bundle["learning"]["reward"]["series_per_iter"] = [None, 1.0]
+        assert math.isnan(learning_curves([bundle])["mean_return"].iloc[0])
+
+
+class TestStudyOutputs:
+    def test_writes_csv_plots_and_summary(self, tmp_path):
+        """The aggregate rule's function writes a CSV equal to the table, three PNGs and a summary with the table."""
+        bundles = [make_bundle(1000.0, 1), make_bundle(1600.0, 2), make_bundle(900.0, 2, seed=2)]
+        paths = []
+        for index, bundle in enumerate(bundles):
+            paths.append(tmp_path / f"training{index}.json")
+            paths[-1].write_text(json.dumps(bundle))
+        (tmp_path / "runtime.json").write_text(json.dumps(make_bundle(1.0, 2, workflow="runtime")))
+        manifest = tmp_path / "manifest.json"
+        manifest.write_text(json.dumps({"iterations_completed": 3, "final_mean_return": 2.0, "wall_time_s": 1.0}))
+        out = {name: tmp_path / "out" / name for name in ("s.csv", "t.png", "e.png", "l.png", "summary.md")}
+        write_study_outputs(
+            study="unit",
+            device="cpu",
+            training_bundles=[str(path) for path in paths],
+            training_cells=[cell_of(bundle) for bundle in bundles],
+            other_bundles=[str(tmp_path / "runtime.json")],
+            train_manifests=[str(manifest)],
+            train_cells=[{"task": "T", "library": "rsl_rl", "world_size": 1}],
+            scaling_csv=out["s.csv"],
+            throughput_plot=out["t.png"],
+            efficiency_plot=out["e.png"],
+            learning_plot=out["l.png"],
+            summary=out["summary.md"],
+        )
+        written = pd.read_csv(out["s.csv"])
+        assert list(written.columns) == SCALING_COLUMNS
+        assert written["efficiency"].tolist() == pytest.approx([1.0, 1250 / 2000])  # median(1600, 900) = 1250
+        for name in ("t.png", "e.png", "l.png"):
+            assert out[name].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        summary = out["summary.md"].read_text()
+        assert "| Isaac-Cartpole-Direct | rsl_rl | 64 | 2 | 2 | 1,250 |" in summary
+        assert "runtime" in summary and "rank0" in summary
+
+
+class TestMarkdownTable:
+    def test_cells_formatted(self):
+        """Large floats get thousands separators, small ones 3 significant digits, NaN a dash."""
+        text = markdown_table(pd.DataFrame({"a": [12345.6, 0.123456, float("nan")], "b": ["x", "y", "z"]}))
+        assert text.splitlines() == ["| a | b |", "|---|---|", "| 12,346 | x |", "| 0.123 | y |", "| – | z |"]

@@ -1,0 +1,215 @@
+"""Tests of the study's job logic: config resolution, the validation criterion, the GPU-grant check, multi-node args."""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlscale.study import jobs
+from rlscale.study.config import check_config, effective_config, nodes_for
+from rlscale.study.jobs import GRANT_EXIT_CODE, multinode_args, run_leased, run_multinode, validation_verdict
+
+ROOT = Path(__file__).resolve().parents[1]
+NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}
+BASE = {
+    "study": "s",
+    "device": "auto",
+    "libraries": [{"name": "rsl_rl", "ml_framework": "torch"}],
+    "world_sizes": [1, 2, 4, 8],
+    "num_envs_per_rank": [4096],
+    "seeds": [1, 2, 3],
+    "iterations": {"validate": 20, "train": 150, "benchmark": 50},
+    "warmup_iterations": 5,
+    "gpus_per_node": 8,
+    "cpu_fallback": {"world_sizes": [1, 2], "iterations": {"benchmark": 8}, "warmup_iterations": 1},
+}
+
+
+def no_nvml() -> int:
+    """Stand-in for NVML on a machine without a driver."""
+    raise RuntimeError("NVML Shared Library Not Found")
+
+
+class TestEffectiveConfig:
+    def test_auto_without_gpu_runs_the_cpu_fallback(self):
+        """device auto with no GPU becomes cpu and takes the fallback sizes; nested keys merge one by one."""
+        resolved = effective_config(BASE, NO_GPU)
+        assert resolved["device"] == "cpu"
+        assert resolved["world_sizes"] == [1, 2]
+        assert resolved["iterations"] == {"validate": 20, "train": 150, "benchmark": 8}
+        assert resolved["warmup_iterations"] == 1
+        assert resolved["num_envs_per_rank"] == [4096]  # Not in the fallback: kept.
+
+    def test_auto_with_gpus_keeps_the_study(self):
+        """device auto with visible GPUs becomes cuda and keeps every size."""
+        resolved = effective_config(BASE, {"CUDA_VISIBLE_DEVICES": "0,1"})
+        assert resolved["device"] == "cuda"
+        assert resolved["world_sizes"] == [1, 2, 4, 8]
+
+    def test_auto_asks_nvml_when_nothing_is_set(self):
+        """Without CUDA_VISIBLE_DEVICES, NVML decides; a failing NVML means no GPU."""
+        assert effective_config(BASE, {}, nvml_count=lambda: 4)["device"] == "cuda"
+        assert effective_config(BASE, {}, nvml_count=no_nvml)["device"] == "cpu"
+
+    def test_explicit_cpu_keeps_its_sizes(self):
+        """device cpu is a choice, not a fallback: the study keeps the sizes it was given."""
+        resolved = effective_config({**BASE, "device": "cpu"}, NO_GPU)
+        assert resolved["world_sizes"] == [1, 2, 4, 8]
+
+    def test_input_is_not_modified(self):
+        """Snakemake's config dict stays as loaded (the report shows it)."""
+        config = {**BASE, "iterations": dict(BASE["iterations"])}
+        effective_config(config, NO_GPU)
+        assert config["iterations"]["benchmark"] == 50
+
+
+class TestNodes:
+    def test_nodes_for(self):
+        """Up to gpus_per_node a world size is one node; above, world_size / gpus_per_node; CPU ranks are local."""
+        assert [nodes_for(size, 4, "cuda") for size in (1, 2, 4, 8, 16)] == [1, 1, 1, 2, 4]
+        assert nodes_for(8, 4, "cpu") == 1
+
+    def test_uneven_multi_node_size(self):
+        """A multi-node world size that does not fill whole nodes is refused with the fix."""
+        with pytest.raises(ValueError, match="not a multiple of gpus_per_node=4"):
+            nodes_for(6, 4, "cuda")
+
+
+class TestCheckConfig:
+    def test_warmup_must_leave_iterations(self):
+        """A warm-up as long as the benchmark would measure nothing."""
+        with pytest.raises(ValueError, match="leaves none of iterations.benchmark=50"):
+            check_config({**BASE, "device": "cuda", "warmup_iterations": 50})
+
+    def test_jax_is_refused(self):
+        """skrl on JAX has no multi-GPU benchmark; the config says so at parse time."""
+        config = {**BASE, "device": "cuda", "libraries": [{"name": "skrl", "ml_framework": "jax"}]}
+        with pytest.raises(ValueError, match="ml_framework jax"):
+            check_config(config)
+
+    def test_valid_config_passes(self):
+        """The base config passes (the checks above are not blanket refusals)."""
+        check_config({**BASE, "device": "cuda"})
+
+
+def manifest(returns: list[float | None], status: str = "completed", iterations: int | None = None) -> dict:
+    """A rank-0 manifest of an ``rlscale train`` run with the given per-iteration mean returns."""
+    return {
+        "status": status,
+        "iterations_completed": len(returns) if iterations is None else iterations,
+        "iterations": [{"iteration": index, "mean_return": value} for index, value in enumerate(returns)],
+    }
+
+
+class TestValidationVerdict:
+    def test_completed_run_with_finite_returns_passes(self):
+        """A completed run of the requested length whose episodes end passes; NaN iterations are allowed."""
+        verdict = validation_verdict(manifest([math.nan, -1.0, 2.0]), 3, 0)
+        assert verdict["ok"] and verdict["reasons"] == []
+        assert (verdict["first_finite_return"], verdict["last_finite_return"]) == (-1.0, 2.0)
+
+    @pytest.mark.parametrize(
+        ("data", "code", "reason"),
+        [
+            (manifest([1.0, 2.0, 3.0]), 1, "exited 1"),
+            (None, 0, "left no manifest"),
+            (manifest([1.0, 2.0, 3.0], status="crashed"), 0, "status is 'crashed'"),
+            (manifest([1.0, 2.0]), 0, "2 iterations completed, 3 requested"),
+            (manifest([1.0, math.inf, 3.0]), 0, "infinite"),
+            (manifest([None, None, None]), 0, "no iteration has a finite mean return"),
+        ],
+    )
+    def test_failures_name_their_reason(self, data, code, reason):
+        """Each way a run can fail the criterion fails it, with a reason that names it."""
+        verdict = validation_verdict(data, 3, code)
+        assert not verdict["ok"]
+        assert any(reason in text for text in verdict["reasons"])
+
+
+class TestGrantCheck:
+    def test_fewer_gpus_granted_than_needed(self, tmp_path, capsys):
+        """A job granted 1 GPU for world size 2 exits GRANT_EXIT_CODE with the message and never starts its command."""
+        marker = tmp_path / "started"
+        command = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+        environ = {**os.environ, "RLSCALE_LEASE_DIR": str(tmp_path / "lease"), "RLSCALE_LEASE_GPUS": "0,1"}
+        code = run_leased(command, gpus=2, granted=1, world_size=2, environ=environ, rule="train")
+        assert code == GRANT_EXIT_CODE
+        assert not marker.exists()
+        err = capsys.readouterr().err
+        assert "train needs 2 GPU(s) for world size 2 but Snakemake granted resources.gpu=1" in err
+        assert "Refusing to run on fewer GPUs" in err
+
+    def test_matching_grant_runs_on_the_leased_ids(self, tmp_path):
+        """With the right grant the command runs with CUDA_VISIBLE_DEVICES set to leased ids and a leased port."""
+        out = tmp_path / "seen"
+        command = [
+            sys.executable,
+            "-c",
+            f"import os, sys; open({str(out)!r}, 'w').write(os.environ['CUDA_VISIBLE_DEVICES'] + ' ' + sys.argv[2])",
+        ]
+        environ = {
+            **os.environ,
+            "RLSCALE_LEASE_DIR": str(tmp_path / "lease"),
+            "RLSCALE_LEASE_GPUS": "3,5",
+            "RLSCALE_LEASE_PORTS": "42100-42109",
+        }
+        assert run_leased(command, gpus=2, granted=2, world_size=2, environ=environ) == 0
+        ids, port = out.read_text().split()
+        assert ids == "3,5" and 42100 <= int(port) <= 42109
+
+    def test_launcher_script_refuses(self, tmp_path):
+        """scripts/train.py, as the rule runs it with a shrunk grant, exits 3 with the message, touching nothing."""
+        previous = tmp_path / "run" / "previous.txt"
+        previous.parent.mkdir()
+        previous.write_text("checkpoint of the last run")
+        env = {**os.environ, "RLSCALE_LEASE_DIR": str(tmp_path / "lease"), "RLSCALE_LEASE_GPUS": "0,1,2,3"}
+        result = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "train.py"), "--world_size", "4", "--device", "cuda"]
+            + ["--granted_gpus", "2", "--output", str(tmp_path / "m.json")]
+            + ["--", "--task", "Isaac-Cartpole-Direct", "--device", "cuda", "--log_root", str(tmp_path / "run")],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert result.returncode == GRANT_EXIT_CODE
+        assert "needs 4 GPU(s) for world size 4 but Snakemake granted resources.gpu=2" in result.stderr
+        assert previous.exists()
+
+
+@pytest.fixture
+def fake_scontrol(tmp_path, monkeypatch):
+    """Put an ``scontrol`` on PATH that expands any node list to node001, node002."""
+    script = tmp_path / "bin" / "scontrol"
+    script.parent.mkdir()
+    script.write_text("#!/bin/sh\nprintf 'node001\\nnode002\\n'\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{script.parent}:{os.environ['PATH']}")
+
+
+class TestMultiNode:
+    def test_rendezvous_on_first_node(self, fake_scontrol):
+        """Every node computes the same c10d endpoint: the first hostname, base port + job id % 1000, job id as id."""
+        environ = {"SLURM_JOB_ID": "123042", "SLURM_JOB_NODELIST": "node[001-002]"}
+        assert multinode_args(2, 4, 29400, environ) == [
+            *("--nnodes", "2", "--num_gpus", "4", "--rdzv_backend", "c10d"),
+            *("--rdzv_endpoint", "node001:29442", "--rdzv_id", "123042"),
+        ]
+
+    def test_no_nodelist_is_an_error(self):
+        """Outside an allocation there is no first node, and no localhost fallback."""
+        with pytest.raises(RuntimeError, match="SLURM_JOB_NODELIST is unset"):
+            multinode_args(2, 4, 29400, {"SLURM_JOB_ID": "1"})
+
+    def test_allocation_with_fewer_nodes(self, capsys, monkeypatch):
+        """A 2-node job in a 1-node allocation refuses to run a smaller world size."""
+        monkeypatch.setattr(jobs, "run_child", lambda *args, **kwargs: pytest.fail("must not start"))
+        code = run_multinode(["true"], nodes=2, gpus_per_node=4, rdzv_port=29400, environ={"SLURM_NNODES": "1"})
+        assert code == GRANT_EXIT_CODE
+        assert "needs 2 nodes × 4 GPUs but the allocation has 1 node(s)" in capsys.readouterr().err

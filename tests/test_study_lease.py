@@ -1,0 +1,184 @@
+"""Tests of the host-wide GPU and port lease: concurrent jobs never share an id or a port, and SIGKILL frees both."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rlscale.study.lease import LeaseError, acquire, gpu_pool, port_range
+
+POOL = "0,1,2,3"
+
+RECORDER = """
+import json, os, sys, time
+name, out_dir, hold_s, port = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[5])
+start = time.monotonic()
+time.sleep(hold_s)
+record = {"name": name, "start": start, "end": time.monotonic(), "port": port,
+          "ids": [i for i in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if i]}
+open(os.path.join(out_dir, name + ".json"), "w").write(json.dumps(record))
+"""
+"""A job's command: it records when it ran (inside its lease), on which ids and which port (``--port P``)."""
+
+JOB = """
+import sys
+from rlscale.study.jobs import run_leased
+name, gpus, out_dir, hold_s = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+command = [sys.executable, "-c", {recorder!r}, name, out_dir, hold_s]
+sys.exit(run_leased(command, gpus=gpus, granted=gpus, world_size=max(gpus, 1), port_option="--port"))
+"""
+"""One study job, as scripts/ runs it: lease through ``run_leased``, then run the recorder."""
+
+
+def free_port_range(size: int) -> str:
+    """A random range of ``size`` ports, so that concurrent test runs rarely share one."""
+    low = random.randrange(40000, 60000, 16)
+    return f"{low}-{low + size - 1}"
+
+
+@pytest.fixture
+def lease_env(tmp_path, monkeypatch) -> dict[str, str]:
+    """A private lease directory, a pool of 4 fake GPU ids and 4 ports, also set for this process."""
+    env = {
+        "RLSCALE_LEASE_DIR": str(tmp_path / "lease"),
+        "RLSCALE_LEASE_GPUS": POOL,
+        "RLSCALE_LEASE_PORTS": free_port_range(4),
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return {**os.environ, **env}
+
+
+def overlaps(a: dict, b: dict) -> bool:
+    """Whether two recorded job lifetimes intersect."""
+    return a["start"] < b["end"] and b["start"] < a["end"]
+
+
+class TestConcurrentJobs:
+    def test_no_shared_gpu_or_port(self, tmp_path, lease_env):
+        """Eight concurrent jobs asking for 2, 2, 1, 3, 2, 1, 0 and 0 of 4 fake GPUs never share an id or a port.
+
+        Each job records, from inside its lease, when it ran and on which ids and port; every pair of jobs whose
+        lifetimes intersect must have disjoint ids and different ports, and some pairs must intersect (the pool is
+        used in parallel, not one job at a time).
+        """
+        requests = [2, 2, 1, 3, 2, 1, 0, 0]
+        out = tmp_path / "records"
+        out.mkdir()
+        job = JOB.format(recorder=RECORDER)
+        procs = [
+            subprocess.Popen([sys.executable, "-c", job, f"job{index}", str(gpus), str(out), "0.8"], env=lease_env)
+            for index, gpus in enumerate(requests)
+        ]
+        codes = [proc.wait(timeout=120) for proc in procs]
+        assert codes == [0] * len(requests)
+        records = {index: json.loads((out / f"job{index}.json").read_text()) for index in range(len(requests))}
+        for index, gpus in enumerate(requests):
+            assert len(records[index]["ids"]) == gpus
+            assert set(records[index]["ids"]) <= set(POOL.split(","))
+        concurrent = 0
+        for (i, a), (j, b) in itertools.combinations(records.items(), 2):
+            if overlaps(a, b):
+                concurrent += 1
+                assert not set(a["ids"]) & set(b["ids"]), f"job{i} and job{j} shared GPU ids while both ran"
+                assert a["port"] != b["port"], f"job{i} and job{j} shared port {a['port']} while both ran"
+        assert concurrent > 0, "the jobs never ran at the same time, so the test proved nothing"
+
+    def test_gpu_jobs_wait_for_each_other(self, tmp_path, lease_env):
+        """Two jobs that each need 3 of the 4 GPUs cannot run together: their lifetimes are disjoint."""
+        out = tmp_path / "records"
+        out.mkdir()
+        job = JOB.format(recorder=RECORDER)
+        procs = [
+            subprocess.Popen([sys.executable, "-c", job, name, "3", str(out), "0.5"], env=lease_env)
+            for name in ("a", "b")
+        ]
+        assert [proc.wait(timeout=60) for proc in procs] == [0, 0]
+        a, b = (json.loads((out / f"{name}.json").read_text()) for name in ("a", "b"))
+        assert not overlaps(a, b)
+
+
+HOLDER = """
+import sys, time
+from rlscale.study.lease import acquire
+lease = acquire(int(sys.argv[1]))
+print(",".join(lease.gpu_ids), lease.port, flush=True)
+time.sleep(600)
+"""
+
+
+class TestKernelRelease:
+    def test_sigkill_frees_gpus_and_port(self, lease_env):
+        """A holder killed with SIGKILL (no cleanup runs) frees its GPUs and port: the kernel drops flock locks."""
+        holder = subprocess.Popen([sys.executable, "-c", HOLDER, "4"], env=lease_env, stdout=subprocess.PIPE, text=True)
+        try:
+            ids, port = holder.stdout.readline().split()
+            assert ids == POOL
+            with pytest.raises(LeaseError, match="within 0.5 s"):
+                acquire(1, timeout_s=0.5)
+        finally:
+            holder.send_signal(signal.SIGKILL)
+            holder.wait(timeout=10)
+        with acquire(4, timeout_s=10) as lease:
+            assert ",".join(lease.gpu_ids) == POOL
+
+    def test_release_frees_for_the_next_job(self, lease_env):
+        """Releasing a lease (the context manager's exit) frees it at once within the same process."""
+        with acquire(4) as first:
+            assert len(first.gpu_ids) == 4
+        with acquire(4, timeout_s=1) as second:
+            assert second.gpu_ids == first.gpu_ids
+
+
+class TestPool:
+    def test_pool_sources_in_order(self):
+        """Fake ids first, then CUDA_VISIBLE_DEVICES entries, then NVML indices."""
+        assert gpu_pool({"RLSCALE_LEASE_GPUS": "7,8", "CUDA_VISIBLE_DEVICES": "0"})[0] == ["7", "8"]
+        assert gpu_pool({"CUDA_VISIBLE_DEVICES": "2,5"})[0] == ["2", "5"]
+        assert gpu_pool({}, nvml_count=lambda: 3)[0] == ["0", "1", "2"]
+
+    def test_request_larger_than_pool_fails_at_once(self, lease_env):
+        """Asking for more GPUs than the host has fails immediately with the pool in the message, never waits."""
+        started = time.monotonic()
+        with pytest.raises(LeaseError, match=r"needs 5 GPU\(s\) but the host's pool has 4"):
+            acquire(5)
+        assert time.monotonic() - started < 5
+
+    def test_cpu_ranks_lease_only_a_port(self, lease_env):
+        """A CPU job leases no GPU id (and leaves CUDA_VISIBLE_DEVICES alone) but gets a port."""
+        with acquire(0) as lease:
+            assert lease.gpu_ids == () and lease.port is not None
+            assert lease.environment({"CUDA_VISIBLE_DEVICES": "9"})["CUDA_VISIBLE_DEVICES"] == "9"
+
+    def test_port_in_use_elsewhere_is_skipped(self, lease_env):
+        """A port another program listens on is never leased, even though its lock file is free."""
+        first = port_range(lease_env)[0]
+        with socket.socket() as busy:
+            busy.bind(("", first))
+            busy.listen()
+            with acquire(0) as lease:
+                assert lease.port != first
+
+    def test_bad_port_range(self):
+        """A malformed RLSCALE_LEASE_PORTS is an error naming the expected form."""
+        with pytest.raises(LeaseError, match="LOW-HIGH"):
+            port_range({"RLSCALE_LEASE_PORTS": "80-70"})
+
+
+class TestLockDirectory:
+    def test_directory_is_shared_by_all_users(self, lease_env):
+        """The lock directory is created world-writable and sticky, like /tmp, so every user's jobs share it."""
+        with acquire(0):
+            pass
+        mode = Path(lease_env["RLSCALE_LEASE_DIR"]).stat().st_mode & 0o7777
+        assert mode == 0o1777

@@ -1,0 +1,298 @@
+"""Tests of the Snakemake study itself: a tiny CPU study end to end, dry runs (local and SLURM), the grant check
+under Snakemake, and the linters.
+
+The end-to-end study runs once per session (about a minute on 2 cores) in a temporary working directory, with the
+CI overlay ``.test/config/config.yaml`` on ``config/config.yaml``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from rlscale.study.aggregate import SCALING_COLUMNS
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+SNAKEFMT = str(Path(sys.executable).with_name("snakefmt"))
+CONFIG = str(ROOT / "config" / "config.yaml")
+CI_OVERLAY = str(ROOT / ".test" / "config" / "config.yaml")
+PROFILE = str(ROOT / "workflow" / "profiles" / "default")
+SLURM_PROFILE = str(ROOT / "config" / "profiles" / "slurm")
+STUDY = "ci_tiny"
+
+
+def snakemake(
+    workdir: Path, *args: str, env: dict[str, str] | None = None, timeout: int = 120
+) -> subprocess.CompletedProcess:
+    """Run Snakemake on this repository's Snakefile in ``workdir`` (results and .snakemake stay there)."""
+    command = [SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, cwd=workdir)
+
+
+def job_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """The environment of a test run: a private lease directory, one thread per CPU rank."""
+    return {**os.environ, "RLSCALE_LEASE_DIR": str(tmp / "lease"), "OMP_NUM_THREADS": "1", **extra}
+
+
+def shell_commands(output: str) -> list[str]:
+    """The resolved ``Shell command:`` lines of ``snakemake -n -p`` output."""
+    return [line.removeprefix("Shell command: ") for line in output.splitlines() if line.startswith("Shell command: ")]
+
+
+def job_blocks(output: str) -> list[dict[str, str]]:
+    """Each job of ``snakemake -n -p`` output: its rule, wildcards, resources and shell command."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", output):
+        head = re.match(r"(?:local)?rule (\w+):", block)
+        if not head:
+            continue
+        fields = dict(re.findall(r"^\s+(wildcards|resources): (.*)$", block, re.MULTILINE))
+        command = re.search(r"^Shell command: (.*)$", block, re.MULTILINE)
+        jobs.append({"rule": head.group(1), **fields, "shell": command.group(1) if command else ""})
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def tiny_study(tmp_path_factory) -> Path:
+    """Run the tiny CPU study (world sizes 1 and 2, rsl_rl, one seed) with the default profile; return its dir."""
+    workdir = tmp_path_factory.mktemp("study")
+    result = snakemake(
+        workdir,
+        "--workflow-profile",
+        PROFILE,
+        "--cores",
+        "2",
+        "--configfile",
+        CONFIG,
+        CI_OVERLAY,
+        env=job_env(workdir),
+        timeout=480,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return workdir
+
+
+class TestEndToEnd:
+    def test_scaling_csv_columns(self, tiny_study):
+        """scaling.csv has the required columns, one row per world size."""
+        table = pd.read_csv(tiny_study / "results" / STUDY / "scaling.csv")
+        assert list(table.columns) == SCALING_COLUMNS
+        assert table["world_size"].tolist() == [1, 2]
+        assert set(table["task"]) == {"Isaac-Cartpole-Direct"} and set(table["rl_library"]) == {"rsl_rl"}
+        assert table["n_runs"].tolist() == [1, 1]
+
+    def test_efficiency_recomputed_from_bundles(self, tiny_study):
+        """The CSV's FPS and efficiency equal what the training bundles' runtime.total_fps.mean give by hand."""
+        bundles = {
+            size: json.loads(path.read_text())
+            for size in (1, 2)
+            for path in (tiny_study / "results" / STUDY / "benchmark" / "training").rglob(f"ws{size}/*/seed1.json")
+        }
+        assert set(bundles) == {1, 2}
+        fps = {size: bundle["runtime"]["total_fps"]["mean"] for size, bundle in bundles.items()}
+        assert bundles[2]["extra"]["world_size"] == 2 and bundles[2]["extra"]["num_envs_per_rank"] == 32
+        table = pd.read_csv(tiny_study / "results" / STUDY / "scaling.csv").set_index("world_size")
+        assert table.loc[1, "global_fps_median"] == pytest.approx(fps[1])
+        assert table.loc[2, "global_fps_median"] == pytest.approx(fps[2])
+        assert table.loc[2, "efficiency"] == pytest.approx(fps[2] / (2 * fps[1]))
+        assert table.loc[1, "efficiency"] == pytest.approx(1.0)
+
+    def test_plots_and_summary(self, tiny_study):
+        """The three plots are PNG images and summary.md holds the table and links them."""
+        results = tiny_study / "results" / STUDY
+        for name in ("throughput.png", "efficiency.png", "learning_curves.png"):
+            data = (results / name).read_bytes()
+            assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+        summary = (results / "summary.md").read_text()
+        assert "| Isaac-Cartpole-Direct | rsl_rl | 32 | 2 | 1 |" in summary
+        assert "![efficiency](efficiency.png)" in summary
+
+    def test_every_stage_left_its_output(self, tiny_study):
+        """validate wrote a passing verdict, probe its report, train its manifests, startup/runtime their bundles."""
+        results = tiny_study / "results" / STUDY
+        verdict = json.loads((results / "validate" / "Isaac-Cartpole-Direct" / "rsl_rl.json").read_text())
+        assert verdict["ok"] and verdict["iterations_completed"] == 3
+        assert "nccl_probe: all 2 ranks ok" in (results / "probe" / "ws2.txt").read_text()
+        for size in (1, 2):
+            manifest = json.loads(
+                (results / "train" / "Isaac-Cartpole-Direct" / "rsl_rl" / f"ws{size}" / "manifest.json").read_text()
+            )
+            assert manifest["status"] == "completed" and manifest["world_size"] == size
+        assert len(list((results / "benchmark" / "startup").rglob("*.json"))) == 1
+        assert len(list((results / "benchmark" / "runtime").rglob("*.json"))) == 1
+
+    def test_plan_is_the_launched_command(self, tiny_study):
+        """The planned command is what the train job launched, apart from the port leased at run time."""
+        plan = (tiny_study / "results" / STUDY / "plan" / "Isaac-Cartpole-Direct" / "rsl_rl" / "ws2.txt").read_text()
+        log = (tiny_study / "logs" / STUDY / "train" / "Isaac-Cartpole-Direct" / "rsl_rl" / "ws2.log").read_text()
+        launched = shlex.split(re.search(r"Launching distributed workers with: (.*)", log).group(1))
+        port = launched.index("--master_port")
+        assert launched[:port] + launched[port + 2 :] == shlex.split(plan)
+
+    def test_report_shows_plots_with_captions(self, tiny_study):
+        """snakemake --report builds an HTML report that embeds the plots and their captions."""
+        report = tiny_study / "report.html"
+        result = snakemake(tiny_study, "--configfile", CONFIG, CI_OVERLAY, "--report", str(report))
+        assert result.returncode == 0, result.stderr[-2000:]
+        html = report.read_text()
+        for name in ("throughput.png", "efficiency.png", "learning_curves.png"):
+            assert name in html
+        assert "Weak-scaling efficiency against the world size" in html
+
+
+class TestGrantUnderSnakemake:
+    def test_shrunk_gpu_request_fails_the_job(self, tmp_path):
+        """With --resources gpu=1 Snakemake grants the ws2 probe 1 GPU; the job fails, saying so, instead of running."""
+        overlay = tmp_path / "gpu.yaml"
+        overlay.write_text("device: cuda\nworld_sizes: [1, 2]\n")
+        target = f"results/{STUDY}/probe/ws2.txt"
+        # The target goes first: --configfile takes every argument after it.
+        result = snakemake(
+            tmp_path,
+            target, "--cores", "2", "--resources", "gpu=1", "--configfile", CONFIG, CI_OVERLAY, str(overlay),
+            env=job_env(tmp_path, RLSCALE_LEASE_GPUS="0,1"),
+        )  # fmt: skip
+        assert result.returncode != 0
+        log = (tmp_path / "logs" / STUDY / "probe" / "ws2.log").read_text()
+        assert "needs 2 GPU(s) for world size 2 but Snakemake granted resources.gpu=1" in log
+        assert "Refusing to run on fewer GPUs" in log
+        assert not (tmp_path / target).exists()
+
+
+class TestDryRun:
+    def test_default_config_resolves(self, tmp_path):
+        """snakemake -n on the default config resolves (the CPU fallback here: 3 libraries, world sizes 1 and 2)."""
+        result = snakemake(tmp_path, "-n", "--configfile", CONFIG, env=job_env(tmp_path, CUDA_VISIBLE_DEVICES=""))
+        assert result.returncode == 0, result.stderr[-2000:]
+        counts = dict(re.findall(r"^(\w+)\s+(\d+)$", result.stdout, re.MULTILINE))
+        assert counts["validate"] == "3" and counts["train"] == "6" and counts["probe"] == "1"
+        assert counts["benchmark"] == str(3 * 2 * 1 * 2 + 3 + 1)  # libraries x sizes x envs x seeds + startup + runtime
+
+    def test_gpu_commands_carry_world_size_and_grant(self, tmp_path):
+        """On a 4-GPU host every GPU rule asks for gpu = world size; a lower limit shows up as a smaller grant."""
+        env = job_env(tmp_path, CUDA_VISIBLE_DEVICES="0,1,2,3")
+        overlay = tmp_path / "gpu.yaml"
+        overlay.write_text(
+            "world_sizes: [1, 2, 4]\nlibraries: [{name: rsl_rl}]\nseeds: [1]\nnum_envs_per_rank: [1024]\n"
+        )
+        result = snakemake(tmp_path, "-n", "-p", "--resources", "gpu=4", "--configfile", CONFIG, str(overlay), env=env)
+        assert result.returncode == 0, result.stderr[-2000:]
+        jobs = job_blocks(result.stdout)
+        trains = {job["wildcards"]: job for job in jobs if job["rule"] == "train"}
+        train4 = next(job for wildcards, job in trains.items() if "ws=4" in wildcards)
+        assert "gpu=4" in train4["resources"]
+        assert "--world_size 4 --device cuda --granted_gpus 4" in train4["shell"]
+        assert "--num_envs 1024 --max_iterations 150" in train4["shell"]
+        shrunk = snakemake(tmp_path, "-n", "-p", "--resources", "gpu=2", "--configfile", CONFIG, str(overlay), env=env)
+        train4 = next(job for job in job_blocks(shrunk.stdout) if job["rule"] == "train" and "ws=4" in job["wildcards"])
+        assert "--world_size 4 --device cuda --granted_gpus 2" in train4["shell"]  # the launcher refuses this one
+
+    def test_bad_config_is_refused_at_parse_time(self, tmp_path):
+        """A config violating the schema stops Snakemake before any job, naming the key."""
+        overlay = tmp_path / "bad.yaml"
+        overlay.write_text("world_sizes: [0]\n")
+        result = snakemake(tmp_path, "-n", "--configfile", CONFIG, str(overlay))
+        assert result.returncode != 0
+        assert "world_sizes" in result.stdout + result.stderr
+
+
+SLURM_OVERLAY = (
+    "gpus_per_node: 4\nworld_sizes: [1, 2, 4, 8]\nlibraries: [{name: rsl_rl}]\nseeds: [1]\nnum_envs_per_rank: [4096]\n"
+)
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory) -> list[dict[str, str]]:
+    """Jobs of ``snakemake -n -p --profile config/profiles/slurm`` with 4 GPUs per node and world sizes to 8."""
+    workdir = tmp_path_factory.mktemp("slurm")
+    overlay = workdir / "overlay.yaml"
+    overlay.write_text(SLURM_OVERLAY)
+    # A dry run clamps threads to --cores (1 when unset); a real SLURM submission sets no --cores and is not clamped.
+    result = snakemake(
+        workdir, "-n", "-p", "--cores", "256", "--profile", SLURM_PROFILE, "--configfile", CONFIG, str(overlay)
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return job_blocks(result.stdout)
+
+
+class TestSlurmProfile:
+    def test_rules_per_world_size(self, dry_run):
+        """World sizes up to 4 run on one node; 8 runs through the multi-node rules."""
+        sizes = [re.search(r"ws=(\d+)", job.get("wildcards", "")) for job in dry_run]
+        rules = {(job["rule"], size.group(1)) for job, size in zip(dry_run, sizes, strict=True) if size}
+        assert ("train", "4") in rules and ("train_multinode", "8") in rules and ("probe_multinode", "8") in rules
+        assert ("train", "8") not in rules
+        multinode_benchmarks = [job for job in dry_run if job["rule"] == "benchmark_multinode"]
+        workflows = sorted(re.search(r"workflow=(\w+)", job["wildcards"]).group(1) for job in multinode_benchmarks)
+        assert workflows == ["runtime", "startup", "training"]
+
+    def test_multinode_command(self, dry_run):
+        """The multi-node train job is srun, one launcher per node with its cores and GPUs, 2 nodes of 4 GPUs."""
+        job = next(job for job in dry_run if job["rule"] == "train_multinode")
+        assert job["shell"].startswith("srun --ntasks-per-node=1 --cpus-per-task=4 --gres=gpu:4 ")
+        assert "scripts/train.py --world_size 8 --device cuda --nodes 2 --rdzv_port 29400 " in job["shell"]
+        assert "--task Isaac-Cartpole-Direct --rl_library rsl_rl --ml_framework torch --num_envs 4096" in job["shell"]
+
+    def test_single_node_command(self, dry_run):
+        """A single-node GPU job is the plain launcher with its grant (the plugin's jobstep wraps it in srun)."""
+        job = next(job for job in dry_run if job["rule"] == "train" and "ws=4" in job["wildcards"])
+        assert not job["shell"].startswith("srun")
+        assert "--world_size 4 --device cuda --granted_gpus 4" in job["shell"]
+
+    @staticmethod
+    def sbatch(job: dict[str, str]) -> str:
+        """The plugin's sbatch line for a dry-run job, built by its own submit-string functions."""
+        from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+        from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+        resources = {}
+        for item in job["resources"].split(", "):
+            key, _, value = item.partition("=")
+            resources[key] = int(value) if value.lstrip("-").isdigit() else value
+        fake = SimpleNamespace(resources=SimpleNamespace(**resources, get=resources.get), threads=4)
+        params = {
+            "run_uuid": "u",
+            "slurm_logfile": "log",
+            "comment_str": "c",
+            "account": "",
+            "partition": "",
+            "workdir": "",
+        }
+        return get_submit_command(fake, params) + set_gres_string(fake)
+
+    def test_multinode_sbatch(self, dry_run):
+        """The multi-node job asks SLURM for 2 nodes, 2 tasks and 4 GPUs per node, and never --ntasks-per-gpu."""
+        line = self.sbatch(next(job for job in dry_run if job["rule"] == "train_multinode"))
+        assert "--nodes=2" in line and "--ntasks=2" in line and "--gres=gpu:4" in line
+        assert "--ntasks-per-gpu" not in line and "--gpus=" not in line
+
+    def test_single_node_sbatch(self, dry_run):
+        """A 4-GPU single-node job asks for --gpus=4 and, having no tasks resource, no --ntasks-per-gpu."""
+        line = self.sbatch(next(job for job in dry_run if job["rule"] == "train" and "ws=4" in job["wildcards"]))
+        assert "--gpus=4" in line and "--ntasks-per-gpu" not in line and "--nodes" not in line
+
+
+class TestLinters:
+    def test_snakemake_lint(self, tmp_path):
+        """snakemake --lint finds nothing but the per-rule conda/container advice (this is a pip/venv project)."""
+        result = snakemake(tmp_path, "--lint", "--configfile", CONFIG)
+        lints = re.findall(r"^\s+\* (.*?):?$", result.stdout + result.stderr, re.MULTILINE)
+        assert lints, "lint printed nothing; did it run?"
+        assert set(lints) == {"Specify a conda environment or container for each rule."}
+
+    def test_snakefmt(self):
+        """snakefmt --check passes on the Snakefile and the rules."""
+        result = subprocess.run(
+            [SNAKEFMT, "--check", "Snakefile", "workflow"], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 0, result.stderr

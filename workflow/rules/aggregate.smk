@@ -1,0 +1,39 @@
+# Stage 6: read every bundle, refuse incompatible ones, and write the scaling table, plots and summary.
+
+
+rule aggregate:
+    input:
+        training=[path for path, _ in training_cells()],
+        other=other_bundles(),
+        train=[path for path, _ in train_cells()],
+    output:
+        csv=report(
+            "results/{study}/scaling.csv",
+            caption="../report/scaling.rst",
+            category="Scaling",
+        ),
+        throughput=report(
+            "results/{study}/throughput.png",
+            caption="../report/throughput.rst",
+            category="Scaling",
+        ),
+        efficiency=report(
+            "results/{study}/efficiency.png",
+            caption="../report/efficiency.rst",
+            category="Scaling",
+        ),
+        learning=report(
+            "results/{study}/learning_curves.png",
+            caption="../report/learning_curves.rst",
+            category="Learning",
+        ),
+        summary="results/{study}/summary.md",
+    log:
+        "logs/{study}/aggregate.log",
+    localrule: True
+    params:
+        device=DEVICE,
+        training_cells=[cell for _, cell in training_cells()],
+        train_cells=[cell for _, cell in train_cells()],
+    script:
+        "../../scripts/aggregate.py"

@@ -1,0 +1,63 @@
+# Stage 5: `rlscale benchmark <workflow>_multigpu` bundles. training: every task x library x world size x
+# per-rank env count x seed; startup (per library) and runtime (env only) at the largest world size.
+
+
+rule benchmark:
+    input:
+        validation_of,
+        probe=probe_of,
+    output:
+        bundle="results/{study}/benchmark/{workflow}/{task}/{library}/ws{ws}/envs{envs}/seed{seed}.json",
+    log:
+        "logs/{study}/benchmark/{workflow}/{task}/{library}/ws{ws}/envs{envs}/seed{seed}.log",
+    wildcard_constraints:
+        workflow="training|startup|runtime",
+        library=one_of([*LIBRARIES, ENV_ONLY]),
+        ws=one_of(SINGLE_NODE),
+    threads: rank_threads
+    resources:
+        gpu=rank_gpus,
+    params:
+        launcher=launcher("benchmark"),
+        args=benchmark_args,
+        device=DEVICE,
+        log_root=benchmark_log_root,
+    shell:
+        "{params.launcher} --workflow {wildcards.workflow} --world_size {wildcards.ws} "
+        "--device {params.device} --granted_gpus {resources.gpu} "
+        "-- {params.args} --log_root {params.log_root} --output_path {output.bundle} > {log} 2>&1"
+
+
+# Multi-node: one srun task (launcher) per node, c10d rendezvous on the allocation's first node.
+rule benchmark_multinode:
+    input:
+        validation_of,
+        probe=probe_of,
+    output:
+        bundle="results/{study}/benchmark/{workflow}/{task}/{library}/ws{ws}/envs{envs}/seed{seed}.json",
+    log:
+        "logs/{study}/benchmark/{workflow}/{task}/{library}/ws{ws}/envs{envs}/seed{seed}.log",
+    wildcard_constraints:
+        workflow="training|startup|runtime",
+        library=one_of([*LIBRARIES, ENV_ONLY]),
+        ws=one_of(MULTI_NODE),
+    threads: node_threads
+    resources:
+        nodes=node_count,
+        tasks=node_count,
+        mpi="srun",
+        gres=node_gres,
+        tasks_per_gpu=0,
+    params:
+        launcher=launcher("benchmark"),
+        args=benchmark_args,
+        device=DEVICE,
+        nodes=node_count,
+        rdzv_port=lookup(dpath="rdzv_port", within=STUDY),
+        log_root=benchmark_log_root,
+    shell:
+        "{resources.mpi} --ntasks-per-node=1 --cpus-per-task={threads} --gres={resources.gres} "
+        "{params.launcher} --workflow {wildcards.workflow} "
+        "--world_size {wildcards.ws} --device {params.device} --nodes {params.nodes} "
+        "--rdzv_port {params.rdzv_port} "
+        "-- {params.args} --log_root {params.log_root} --output_path {output.bundle} > {log} 2>&1"

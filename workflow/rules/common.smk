@@ -1,0 +1,251 @@
+# Config validation, constants and input/param functions shared by every stage. Logic that needs tests lives in
+# rlscale.study; this file only wires it to wildcards.
+import re
+import sys
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from rlscale.study.config import check_config, effective_config, library_key, nodes_for
+
+validate(config, schema="../schemas/config.schema.yaml", set_default=True)
+# Resolves device: auto (and applies cpu_fallback on a host without a GPU); the rules read STUDY, not config.
+STUDY = effective_config(config)
+try:
+    check_config(STUDY)
+except ValueError as error:
+    raise WorkflowError(f"config: {error}")
+
+DEVICE = STUDY["device"]
+LIBRARIES = {
+    library_key(entry["name"], entry["ml_framework"]): entry
+    for entry in STUDY["libraries"]
+}
+ENV_ONLY = "env-only"  # The library segment of runtime bundles: the runtime benchmark steps the env without one.
+WORLD_SIZES = sorted(STUDY["world_sizes"])
+MULTI_NODE = [
+    size for size in WORLD_SIZES if nodes_for(size, STUDY["gpus_per_node"], DEVICE) > 1
+]
+SINGLE_NODE = [size for size in WORLD_SIZES if size not in MULTI_NODE]
+# Training runs (one per world size) use the largest per-rank env count and the first seed.
+TRAIN_ENVS = max(STUDY["num_envs_per_rank"])
+TRAIN_SEED = STUDY["seeds"][0]
+
+
+def launcher(name):
+    """Command of a thin launcher in scripts/, run by this interpreter (the venv's, whatever PATH holds)."""
+    return f"{sys.executable} {Path(workflow.basedir, 'scripts', name)}.py"
+
+
+def one_of(values):
+    """Wildcard regex matching exactly one of values (none at all for an empty list)."""
+    return "|".join(re.escape(str(value)) for value in values) or "(?!)"
+
+
+wildcard_constraints:
+    study=re.escape(STUDY["study"]),
+    task=one_of(STUDY["tasks"]),
+    library=one_of(LIBRARIES),
+    ws=r"\d+",
+    envs=r"\d+",
+    seed=r"\d+",
+
+
+def get_final_output():
+    """The aggregate rule's outputs: everything else is upstream of them."""
+    return expand(
+        "results/{study}/{name}",
+        study=STUDY["study"],
+        name=[
+            "scaling.csv",
+            "throughput.png",
+            "efficiency.png",
+            "learning_curves.png",
+            "summary.md",
+        ],
+    )
+
+
+# --- Resources -------------------------------------------------------------------------------------------------
+
+
+def rank_gpus(wildcards):
+    """GPUs of a job at world size ws: one per rank on cuda, none for CPU ranks."""
+    return int(wildcards.ws) if DEVICE == "cuda" else 0
+
+
+def single_device_gpus(wildcards):
+    """GPUs of a single-device job (validate)."""
+    return 1 if DEVICE == "cuda" else 0
+
+
+def rank_threads(wildcards):
+    """One core per rank: CPU ranks use one thread each, GPU ranks at least one to feed their GPU."""
+    return int(wildcards.ws)
+
+
+def node_threads(wildcards):
+    """Cores per node of a multi-node job: one per local rank (SLURM's --cpus-per-task of its launcher task)."""
+    return STUDY["gpus_per_node"]
+
+
+def node_count(wildcards):
+    """Nodes a multi-node job spans (also its srun task count: one launcher per node)."""
+    return nodes_for(int(wildcards.ws), STUDY["gpus_per_node"], DEVICE)
+
+
+def node_gres(wildcards):
+    """Per-node GPUs of a multi-node job (SLURM --gres; --gpus would be the job's total)."""
+    return f"gpu:{STUDY['gpus_per_node']}"
+
+
+# --- Arguments ---------------------------------------------------------------------------------------------------
+
+
+def library_args(library):
+    """--rl_library/--ml_framework of a library key."""
+    entry = LIBRARIES[library]
+    return f"--rl_library {entry['name']} --ml_framework {entry['ml_framework']}"
+
+
+def validate_args(wildcards):
+    """Arguments of the validate run's `rlscale train` (the launcher adds iterations and the log root)."""
+    return (
+        f"--task {wildcards.task} {library_args(wildcards.library)} --num_envs {STUDY['validate_num_envs']} "
+        f"--seed {TRAIN_SEED} --device {DEVICE} --run_name validate"
+    )
+
+
+def train_args(wildcards):
+    """Per-rank arguments of a train run, as the plan shows them (the job adds --num_gpus and the port/rendezvous)."""
+    return (
+        f"--task {wildcards.task} {library_args(wildcards.library)} --num_envs {TRAIN_ENVS} "
+        f"--max_iterations {STUDY['iterations']['train']} --seed {TRAIN_SEED} --device {DEVICE} "
+        f"--run_name ws{wildcards.ws} --log_root {train_run_root(wildcards)}"
+    )
+
+
+def train_run_root(wildcards):
+    """Run directory of a train run (checkpoints, TensorBoard), next to its manifest; recreated by each run."""
+    return f"results/{wildcards.study}/train/{wildcards.task}/{wildcards.library}/ws{wildcards.ws}/run"
+
+
+def plan_launch_args(wildcards):
+    """Topology options as the train job will pass them; values known only inside the allocation are placeholders
+    (FIRST_NODE, RDZV_PORT = rdzv_port + SLURM_JOB_ID % 1000, SLURM_JOB_ID)."""
+    ws = int(wildcards.ws)
+    if ws in MULTI_NODE:
+        nodes = node_count(wildcards)
+        return (
+            f"--nnodes {nodes} --num_gpus {ws // nodes} --rdzv_backend c10d "
+            "--rdzv_endpoint FIRST_NODE:RDZV_PORT --rdzv_id SLURM_JOB_ID"
+        )
+    return f"--num_gpus {ws}"
+
+
+def plan_visible_gpus(wildcards):
+    """GPUs the dry run assumes visible on the job's node (the plan runs on the submit host)."""
+    return 0 if DEVICE == "cpu" else int(wildcards.ws) // node_count(wildcards)
+
+
+def benchmark_args(wildcards):
+    """Per-rank arguments of a benchmark run; each workflow refuses the options that do not apply to it."""
+    common = f"--task {wildcards.task} --num_envs {wildcards.envs} --seed {wildcards.seed} --device {DEVICE}"
+    if wildcards.workflow == "runtime":
+        steps = STUDY["runtime_steps"]
+        return (
+            f"{common} --warmup_steps {steps['warmup']} --num_steps {steps['measured']}"
+        )
+    common += f" {library_args(wildcards.library)}"
+    if wildcards.workflow == "startup":
+        return common
+    return (
+        f"{common} --max_iterations {STUDY['iterations']['benchmark']} "
+        f"--warmup_iterations {STUDY['warmup_iterations']}"
+    )
+
+
+def benchmark_log_root(wildcards):
+    """Run directories (checkpoints, TensorBoard) of a benchmark run: kept with the logs, not the results."""
+    return (
+        f"logs/{wildcards.study}/benchmark_runs/{wildcards.workflow}/{wildcards.task}/{wildcards.library}/"
+        f"ws{wildcards.ws}/envs{wildcards.envs}/seed{wildcards.seed}"
+    )
+
+
+# --- Inputs ------------------------------------------------------------------------------------------------------
+
+
+def validation_of(wildcards):
+    """The task × library validation a job waits for: a task that does not train stops the study there."""
+    libraries = (
+        list(LIBRARIES)
+        if wildcards.get("library", ENV_ONLY) == ENV_ONLY
+        else [wildcards.library]
+    )
+    return expand(
+        "results/{study}/validate/{task}/{library}.json",
+        study=wildcards.study,
+        task=wildcards.task,
+        library=libraries,
+    )
+
+
+def probe_of(wildcards):
+    """The NCCL/gloo probe at the job's world size, run before any long job there (none at world size 1)."""
+    if int(wildcards.ws) == 1:
+        return []
+    return f"results/{wildcards.study}/probe/ws{wildcards.ws}.txt"
+
+
+def training_cells():
+    """Every training benchmark cell: (path, the cell the bundle must measure)."""
+    cells = []
+    for task in STUDY["tasks"]:
+        for library, entry in LIBRARIES.items():
+            for ws in WORLD_SIZES:
+                for envs in STUDY["num_envs_per_rank"]:
+                    for seed in STUDY["seeds"]:
+                        path = (
+                            f"results/{STUDY['study']}/benchmark/training/{task}/{library}/ws{ws}/envs{envs}/"
+                            f"seed{seed}.json"
+                        )
+                        cell = {
+                            "task": task,
+                            "rl_library": entry["name"],
+                            "ml_framework": entry["ml_framework"],
+                        }
+                        cells.append(
+                            (
+                                path,
+                                {**cell, "num_envs_per_rank": envs, "world_size": ws},
+                            )
+                        )
+    return cells
+
+
+def other_bundles():
+    """Startup (per library) and runtime (env only) bundles at the largest world size."""
+    largest, envs, study = WORLD_SIZES[-1], TRAIN_ENVS, STUDY["study"]
+    paths = []
+    for task in STUDY["tasks"]:
+        for library in [*LIBRARIES, ENV_ONLY]:
+            workflow = "runtime" if library == ENV_ONLY else "startup"
+            paths.append(
+                f"results/{study}/benchmark/{workflow}/{task}/{library}/ws{largest}/envs{envs}/seed{TRAIN_SEED}.json"
+            )
+    return paths
+
+
+def train_cells():
+    """Every train run: (manifest path, its task, library and world size)."""
+    return [
+        (
+            f"results/{STUDY['study']}/train/{task}/{library}/ws{ws}/manifest.json",
+            {"task": task, "library": library, "world_size": ws},
+        )
+        for task in STUDY["tasks"]
+        for library in LIBRARIES
+        for ws in WORLD_SIZES
+    ]

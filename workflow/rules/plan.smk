@@ -1,0 +1,21 @@
+# Stage 2: the exact torchrun command each train job will run, resolved by `rlscale train_multigpu --dry_run`
+# and kept as text. The job adds the port it leases; multi-node plans show the rendezvous host, port and id as
+# placeholders, known only inside the allocation.
+
+
+rule plan:
+    input:
+        validation_of,
+    output:
+        "results/{study}/plan/{task}/{library}/ws{ws}.txt",
+    log:
+        "logs/{study}/plan/{task}/{library}/ws{ws}.log",
+    localrule: True
+    params:
+        launcher=launcher("plan"),
+        launch=plan_launch_args,
+        args=train_args,
+        visible=plan_visible_gpus,
+    shell:
+        "{params.launcher} --visible_gpus {params.visible} --output {output} "
+        "-- {params.launch} {params.args} > {log} 2>&1"

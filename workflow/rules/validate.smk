@@ -1,0 +1,23 @@
+# Stage 1: a short single-device `rlscale train` per task x library. Every later job of the pair waits for its
+# verdict, so a task that does not train stops the study before any long job (criterion: docs in the verdict and
+# rlscale.study.jobs.VALIDATION_CRITERION).
+
+
+rule validate:
+    output:
+        verdict="results/{study}/validate/{task}/{library}.json",
+    log:
+        "logs/{study}/validate/{task}/{library}.log",
+    threads: 1
+    resources:
+        gpu=single_device_gpus,
+    params:
+        launcher=launcher("validate"),
+        args=validate_args,
+        iterations=lookup(dpath="iterations/validate", within=STUDY),
+        gpus=single_device_gpus,
+        run_root="results/{study}/validate/{task}/{library}",
+    shell:
+        "{params.launcher} --iterations {params.iterations} --gpus {params.gpus} "
+        "--granted_gpus {resources.gpu} --run_root {params.run_root} --output {output.verdict} "
+        "-- {params.args} > {log} 2>&1"
