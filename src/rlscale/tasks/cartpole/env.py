@@ -13,7 +13,7 @@ generator, and episode statistics are masked reductions.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -28,20 +28,8 @@ REWARD_TERMS = ("alive", "terminating", "pole_pos", "cart_vel", "pole_vel")
 class CartpoleCfg(TaskCfg):
     """Cartpole settings. Defaults are the manager-based task's (``Isaac-Cartpole``)."""
 
-    cart_mass: float = 1.0
-    """Cart mass in kg (not public for Isaac Lab's USD; see :class:`CartpoleParams`)."""
-    pole_mass: float = 0.1
-    """Pole mass in kg (uniform rod)."""
-    pole_length: float = 1.0
-    """Full pole length in m."""
-    gravity: float = 9.81
-    """Gravitational acceleration in m/s^2."""
-    cart_damping: float = 10.0
-    """Viscous damping of the cart joint in N*s/m (Isaac Lab's cart actuator damping)."""
-    pole_damping: float = 0.0
-    """Viscous damping of the pole joint in N*m*s/rad."""
-    effort_limit: float = 400.0
-    """Cart force limit in N."""
+    physics: CartpoleParams = field(default_factory=CartpoleParams)
+    """Masses, lengths, joint damping and the effort limit."""
     max_cart_pos: float = 3.0
     """Cart positions beyond +-this (m) terminate the episode."""
     action_scale: float = 100.0
@@ -59,18 +47,6 @@ class CartpoleCfg(TaskCfg):
     """Uniform reset range of the pole angle in rad (0 = upright)."""
     pole_vel_range: tuple[float, float] = (-0.25 * math.pi, 0.25 * math.pi)
     """Uniform reset range of the pole angular velocity in rad/s."""
-
-    def physics_params(self) -> CartpoleParams:
-        """The physical constants as the physics module takes them."""
-        return CartpoleParams(
-            cart_mass=self.cart_mass,
-            pole_mass=self.pole_mass,
-            pole_length=self.pole_length,
-            gravity=self.gravity,
-            cart_damping=self.cart_damping,
-            pole_damping=self.pole_damping,
-            effort_limit=self.effort_limit,
-        )
 
 
 @dataclass(kw_only=True)
@@ -127,7 +103,7 @@ class CartpoleBase(VecTask):
         self.step_dt = cfg.sim_dt * cfg.decimation
         self.max_episode_length = math.ceil(cfg.episode_length_s / self.step_dt)
         self.is_finite_horizon = False
-        self.params = cfg.physics_params()
+        self.params = cfg.physics
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(cfg.seed)
 
