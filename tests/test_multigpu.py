@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
+from process_utils import processes_mentioning, wait_for_no_process
 
 PATHS = [("rsl_rl", "torch"), ("rl_games", "torch"), ("skrl", "torch"), ("skrl", "jax")]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
@@ -33,23 +33,6 @@ def run(*args: str, timeout: float = 300, env: dict | None = None) -> tuple[int,
     process = launch(*args, env=env)
     output, _ = process.communicate(timeout=timeout)
     return process.returncode, output, time.monotonic() - started
-
-
-def processes_mentioning(marker: str) -> list[psutil.Process]:
-    """Live processes whose command line contains ``marker`` (each test's unique tmp path)."""
-    found = []
-    for process in psutil.process_iter(["cmdline", "status"]):
-        cmdline = " ".join(process.info["cmdline"] or [])
-        if marker in cmdline and process.info["status"] != psutil.STATUS_ZOMBIE:
-            found.append(process)
-    return found
-
-
-def wait_for_no_process(marker: str, within: float) -> list[psutil.Process]:
-    deadline = time.monotonic() + within
-    while (alive := processes_mentioning(marker)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return alive
 
 
 def manifests(log_root: Path) -> dict[int, dict]:

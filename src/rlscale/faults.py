@@ -1,7 +1,9 @@
 """``RLSCALE_INJECT_FAULT``: make one rank crash or hang at one training iteration, for failure-path tests.
 
 Format: ``KIND:rank=R,iteration=I`` with KIND ``crash`` (raise), ``hang`` (block forever) or ``desync`` (nudge this
-rank's policy parameters off the others', as a lost broadcast would; torch libraries only). Unset, nothing happens.
+rank's policy parameters off the others', as a lost broadcast would; torch libraries only), or
+``stall:rank=R,iteration=I,seconds=S``: work S seconds longer while still heartbeating, a slow but live rank that the
+hang watchdog must not mistake for a hung one. Unset, nothing happens.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rlscale.launch.heartbeat import renew
+
 ENV_VAR = "RLSCALE_INJECT_FAULT"
-KINDS = ("crash", "hang", "desync")
+KINDS = ("crash", "hang", "desync", "stall")
 
 
 class InjectedCrash(RuntimeError):
@@ -24,10 +28,18 @@ class Fault:
     kind: str
     rank: int
     iteration: int
+    seconds: float = 0.0
+    """How long a ``stall`` lasts."""
 
     def trigger_if_due(self, rank: int, iteration: int, parameters: Callable[[], dict] | None = None) -> None:
-        """Raise, block or perturb ``parameters()`` when this rank reaches the fault's iteration."""
+        """Raise, block, stall or perturb ``parameters()`` when this rank reaches the fault's iteration."""
         if (rank, iteration) != (self.rank, self.iteration):
+            return
+        if self.kind == "stall":
+            deadline = time.monotonic() + self.seconds
+            while (left := deadline - time.monotonic()) > 0:
+                time.sleep(min(1.0, left))
+                renew()  # still in the same phase, but alive: what a long step that reports progress looks like
             return
         if self.kind == "crash":
             raise InjectedCrash(f"injected crash on rank {rank} at iteration {iteration}")
@@ -43,7 +55,7 @@ class Fault:
 
 
 def parse_fault(spec: str) -> Fault:
-    """Parse ``kind:rank=R,iteration=I``.
+    """Parse ``kind:rank=R,iteration=I`` (``stall`` also takes ``,seconds=S``).
 
     Raises:
         ValueError: for any other form.
@@ -51,11 +63,16 @@ def parse_fault(spec: str) -> Fault:
     kind, _, fields = spec.partition(":")
     try:
         values = dict(field.split("=", 1) for field in fields.split(","))
-        fault = Fault(kind, int(values.pop("rank")), int(values.pop("iteration")))
+        seconds = values.pop("seconds", None)
+        fault = Fault(kind, int(values.pop("rank")), int(values.pop("iteration")), float(seconds or 0))
     except (KeyError, ValueError):
         raise ValueError(f"{ENV_VAR}={spec!r}: expected e.g. crash:rank=1,iteration=3") from None
-    if kind not in KINDS or values or fault.rank < 0 or fault.iteration < 0:
-        raise ValueError(f"{ENV_VAR}={spec!r}: kind is one of {', '.join(KINDS)}, with only rank and iteration >= 0")
+    stall_ok = (kind == "stall") == (seconds is not None) and 0 <= fault.seconds < float("inf")
+    if kind not in KINDS or values or fault.rank < 0 or fault.iteration < 0 or not stall_ok:
+        raise ValueError(
+            f"{ENV_VAR}={spec!r}: kind is one of {', '.join(KINDS)}, with only rank and iteration >= 0 "
+            "(and seconds >= 0 for stall, e.g. stall:rank=1,iteration=3,seconds=8)"
+        )
     return fault
 
 

@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from rlscale.dist import RUN_TIMESTAMP_ENV, RankInfo, rank_device, rank_info
+from rlscale.cli import OneLineParser
+from rlscale.dist import RUN_TIMESTAMP_ENV, RankInfo, collective_timeout, rank_device, rank_info
 from rlscale.faults import fault_from_environment
+from rlscale.launch.heartbeat import beat
 from rlscale.rl import ADAPTERS
 
 if TYPE_CHECKING:
@@ -34,10 +36,9 @@ RL_LIBRARIES = tuple(ADAPTERS)
 """The libraries with an adapter (the task registry checks each task's configs against the same names)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="rlscale train", description="Train a policy on one task with one RL library.", allow_abbrev=False
-    )
+def build_parser(prog: str = "rlscale train") -> argparse.ArgumentParser:
+    """``rlscale train``'s parser; ``prog`` names the command in error lines (a launcher checking its ranks' args)."""
+    parser = OneLineParser(prog=prog, description="Train a policy on one task with one RL library.", allow_abbrev=False)
     return add_train_arguments(parser)
 
 
@@ -75,25 +76,26 @@ def parse_args(
     argv: list[str] | None,
     parser: argparse.ArgumentParser | None = None,
     launcher: str = "rlscale train_multigpu",
-) -> tuple[argparse.Namespace, dict]:
+    *,
+    torch_free: bool = False,
+) -> tuple[argparse.Namespace, dict | None]:
     """Parse and validate everything that can be checked before a file is written.
+
+    A bad argument is one line on stderr and exit code 2 (``parser.error``).
 
     Args:
         argv: Command line without the program name; None reads ``sys.argv``.
         parser: Parser holding at least :func:`add_train_arguments`' options; default :func:`build_parser`'s.
         launcher: Command named in the error for ``--distributed`` without a launcher.
+        torch_free: Stop after the checks that need neither torch nor the task registry (a launcher's
+            ``--dry_run``); the task, device, checkpoint and ``--agent`` keys are then left unchecked.
 
     Returns:
-        The arguments, with ``device`` resolved, and the agent config with the overrides applied.
+        The arguments, with ``device`` resolved, and the agent config with the overrides applied (None when
+        ``torch_free``).
     """
-    from rlscale.tasks import UnknownTaskError, get_spec, load_agent_cfg
-
     parser = parser or build_parser()
     args = parser.parse_args(argv)
-    try:
-        get_spec(args.task)
-    except UnknownTaskError as error:
-        parser.error(str(error))
     if args.rl_library not in RL_LIBRARIES:
         parser.error(f"--rl_library {args.rl_library!r} is not one of {', '.join(RL_LIBRARIES)}")
     if args.ml_framework not in ML_FRAMEWORKS:
@@ -111,8 +113,20 @@ def parse_args(
         parser.error(str(error))
     if args.seed is not None and args.seed < 0:
         parser.error(f"--seed must be non-negative (got {args.seed})")
+    if args.run_name is not None and {"/", os.sep} & set(args.run_name):  # it names one folder under log_root
+        parser.error(f"--run_name {args.run_name!r} is not a folder name; drop the path separators, e.g. my_run")
+    if Path(args.log_root).exists() and not Path(args.log_root).is_dir():
+        parser.error(f"--log_root {args.log_root}: is a file, not a directory; name a directory (default logs)")
     if args.distributed and rank_info().world_size == 1 and "WORLD_SIZE" not in os.environ:
         parser.error(f"--distributed needs the rank variables of a launcher; use `{launcher}`")
+    if torch_free:
+        return args, None
+    from rlscale.tasks import UnknownTaskError, get_spec, load_agent_cfg
+
+    try:
+        get_spec(args.task)
+    except UnknownTaskError as error:
+        parser.error(f"--task: {error}")
     args.device = _resolve_device(parser, args.device)
     if args.resume is not None:
         _check_checkpoint(parser, args.resume, args.ml_framework)
@@ -145,12 +159,18 @@ def _resolve_device(parser: argparse.ArgumentParser, requested: str | None) -> s
 def _check_checkpoint(parser: argparse.ArgumentParser, path: Path, ml_framework: str) -> None:
     from rlscale.rl.common import check_weights_only
 
+    if path.is_dir():
+        parser.error(f"--resume {path}: is a directory; name the checkpoint file in it (e.g. model_<iteration>.pt)")
     if not path.is_file():
         parser.error(f"--resume {path}: no such checkpoint file")
     try:
         check_weights_only(path, ml_framework)
     except ValueError as error:
-        parser.error(f"--resume {path}: {str(error).splitlines()[0]}")
+        cause = type(error.__cause__).__name__ if error.__cause__ else "ValueError"
+        parser.error(
+            f"--resume {path}: cannot be loaded as weights only ({cause}: damaged, or pickles more than tensors); "
+            "pass a checkpoint that the library wrote (model_<iteration>.pt, agent_<timestep>.pt|.pickle)"
+        )
 
 
 def apply_override(cfg: dict, override: str) -> None:
@@ -166,11 +186,15 @@ def apply_override(cfg: dict, override: str) -> None:
     node = cfg
     for part in parents:
         if not isinstance(node.get(part), dict):
-            raise ValueError(f"the agent config has no section {part!r}")
+            raise ValueError(f"the agent config has no section {part!r}; sections here: {_sections(node)}")
         node = node[part]
     if leaf not in node:
-        raise ValueError(f"the agent config has no key {key!r}")
+        raise ValueError(f"the agent config has no key {key!r}; keys here: {', '.join(map(str, node))}")
     node[leaf] = _parse_value(text)
+
+
+def _sections(node: dict) -> str:
+    return ", ".join(str(name) for name, value in node.items() if isinstance(value, dict)) or "none"
 
 
 def _parse_value(text: str):
@@ -279,7 +303,7 @@ def execute(
     from rlscale.rank_sync import check_digests, gather_digests
     from rlscale.rl import load_adapter
     from rlscale.rl.common import TrainContext, parameter_digest
-    from rlscale.rl.dist_compat import use_gloo_for_cpu_ranks
+    from rlscale.rl.dist_compat import use_collective_timeout, use_gloo_for_cpu_ranks
     from rlscale.rl.progress import TrackedTask
     from rlscale.tasks import make_task
 
@@ -288,6 +312,7 @@ def execute(
     # One thread per CPU rank; GPU ranks share the host's cores (torchrun's OMP_NUM_THREADS=1 is too few for them).
     torch.set_num_threads(1 if device == "cpu" else max(1, (os.cpu_count() or 1) // rank.local_world_size))
     if rank.distributed:
+        use_collective_timeout(collective_timeout())
         use_gloo_for_cpu_ranks(device)
     if device.startswith("cuda"):
         torch.cuda.set_device(torch.device(device))
@@ -333,6 +358,7 @@ def execute(
     train_started = 0.0
 
     def audit_ranks(iteration: int) -> list[str]:
+        beat("sync_check", iteration)
         digests = gather_digests(parameter_digest(context.policy_probe.read()), rank)
         check_digests(digests, iteration)
         sync_checks.append(iteration)
@@ -344,6 +370,7 @@ def execute(
         interval = args.sync_check_interval
         if interval and iteration > start and (iteration - start) % interval == 0:
             audit_ranks(iteration)
+        beat("collect", iteration)  # before the fault, so that an injected hang is reported in this phase
         if fault is not None:
             fault.trigger_if_due(rank.rank, iteration, context.policy_probe.read)
 
@@ -366,6 +393,7 @@ def execute(
             world_size=rank.world_size,
             stream=sys.stdout if rank.is_main else None,
             on_iteration_start=on_iteration_start,
+            on_rollout_end=lambda iteration: beat("update", iteration),
         )
         outcome.records = tracked.records
         if on_tracking is not None:

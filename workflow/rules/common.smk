@@ -5,17 +5,22 @@ import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import validate
 
-from rlscale.study.config import check_config, effective_config, library_key, nodes_for
+from rlscale.study.config import (
+    StudyConfigError,
+    library_key,
+    nodes_for,
+    validated_config,
+)
 
-validate(config, schema="../schemas/config.schema.yaml", set_default=True)
-# Resolves device: auto (and applies cpu_fallback on a host without a GPU); the rules read STUDY, not config.
-STUDY = effective_config(config)
+# Schema (defaults filled in, as snakemake.utils.validate does), then device: auto resolved (cpu_fallback applied on
+# a host without a GPU) and the cross-field checks; a bad config is one line naming the key. Rules read STUDY.
 try:
-    check_config(STUDY)
-except ValueError as error:
-    raise WorkflowError(f"config: {error}")
+    STUDY = validated_config(
+        config, Path(workflow.basedir, "workflow", "schemas", "config.schema.yaml")
+    )
+except StudyConfigError as error:
+    raise WorkflowError(str(error))
 
 DEVICE = STUDY["device"]
 LIBRARIES = {

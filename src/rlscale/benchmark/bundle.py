@@ -6,7 +6,6 @@ Only global rank 0 calls :func:`write_bundle`. Nothing here imports torch at mod
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import math
@@ -18,6 +17,8 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from rlscale.cli import OneLineParser
 
 SCHEMA_VERSION = "1.0"
 GIB = float(2**30)
@@ -153,12 +154,19 @@ def extra_section(workflow: str, multigpu: bool, rank, num_envs_per_rank: int) -
 
 
 def main(argv: list[str]) -> int:
-    """``rlscale bundle validate FILE...``: exit 0 if every file is a valid bundle, else one line per bad file, 1."""
-    parser = argparse.ArgumentParser(prog="rlscale bundle", description="Work with benchmark result bundles.")
-    commands = parser.add_subparsers(dest="command", required=True)
+    """``rlscale bundle validate FILE...``: exit 0 if every file is a valid bundle, else one line per bad file, 1.
+
+    A FILE that does not exist (or is a directory) is a usage error: one line and exit 2, before any file is read.
+    """
+    parser = OneLineParser(prog="rlscale bundle", description="Work with benchmark result bundles.")
+    commands = parser.add_subparsers(dest="command", metavar="{validate}", required=True)
     validate = commands.add_parser("validate", help="check bundles against the schema", allow_abbrev=False)
     validate.add_argument("files", nargs="+", type=Path, metavar="FILE")
     args = parser.parse_args(argv)
+    for path in args.files:
+        if not path.is_file():
+            state = "is a directory" if path.is_dir() else "no such file"
+            validate.error(f"FILE {str(path)!r}: {state}; name bundle JSON files, e.g. results/benchmarks/*.json")
     invalid = 0
     for path in args.files:
         try:

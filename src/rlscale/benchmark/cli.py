@@ -11,8 +11,8 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
 
+from rlscale.cli import OneLineParser
 from rlscale.launch.command import BENCHMARK_WORKFLOWS, benchmark_launcher_cfg, forwarded_value, parse_launcher_args
 
 WORKER = str(Path(__file__).resolve().with_name("worker.py"))
@@ -39,13 +39,6 @@ UNSUPPORTED = {
     "capture_env_sensors": "--capture_env_sensors: rlscale's tasks have no sensors to capture",
     "check_success": "--check_success: rlscale's tasks define no success term to check",
 }
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """Argument parser whose errors are one line on stderr and exit code 2 (no usage block)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def _add_unsupported(parser: argparse.ArgumentParser) -> None:
@@ -127,6 +120,7 @@ def _jax_message(workflow: str) -> str:
 def launch(workflow: str, argv: list[str]) -> int:
     """``<workflow>_multigpu``: refuse bad arguments here, in one line, then hand the job to the launcher."""
     from rlscale.launch.run import run_launcher
+    from rlscale.train import parse_args
 
     cfg = benchmark_launcher_cfg(workflow, WORKER)
     early = OneLineParser(prog=cfg.prog, add_help=False, allow_abbrev=False)
@@ -139,9 +133,11 @@ def launch(workflow: str, argv: list[str]) -> int:
         early.error(_jax_message(workflow))
     launcher_args, forwarded = parse_launcher_args(argv, cfg, os.environ)
     rank_argv = ["--rl_library", launcher_args.rl_library] if cfg.rl_libraries else []
-    rank_argv += [*forwarded, *(flag for flag in cfg.worker_flags if flag not in forwarded)]
+    rank_argv += [arg for arg in forwarded if arg != "--distributed"]
     parser = workflow_parser(workflow, cfg.prog)
-    check_workflow_args(parser, workflow, parser.parse_args(rank_argv), forwarded)
+    # What every rank would refuse, refused here once; --dry_run skips the checks that need torch (task, device, ...).
+    rank_args, _ = parse_args(rank_argv, parser, launcher=cfg.prog, torch_free=launcher_args.dry_run)
+    check_workflow_args(parser, workflow, rank_args, forwarded)
     return run_launcher(argv, cfg)
 
 

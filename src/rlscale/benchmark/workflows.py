@@ -14,7 +14,8 @@ import time
 from dataclasses import dataclass, field
 
 from rlscale.benchmark.stats import ema, finite_or_none, mean_std, rate_stats
-from rlscale.dist import RankInfo, rank_device
+from rlscale.dist import RankInfo, collective_timeout, rank_device
+from rlscale.launch.heartbeat import beat
 from rlscale.train import execute
 
 PHASES = ("python_imports", "task_config", "env_creation", "first_step", "first_iteration")
@@ -119,7 +120,8 @@ def run_runtime(measurement: Measurement, args: argparse.Namespace, agent_cfg: d
     measurement.runtime["environment_step_timing"] = timing | {"measurement_mode": mode}
     measurement.runtime["warmup_iterations"] = args.warmup_steps
     if rank.distributed:  # only to start the ranks' stepping together, so that rank 0 meets its contention
-        dist.init_process_group("gloo" if device == "cpu" else "nccl", rank=rank.rank, world_size=rank.world_size)
+        backend = "gloo" if device == "cpu" else "nccl"
+        dist.init_process_group(backend, rank=rank.rank, world_size=rank.world_size, timeout=collective_timeout())
 
     def barrier() -> None:
         if rank.distributed:
@@ -139,6 +141,7 @@ def run_runtime(measurement: Measurement, args: argparse.Namespace, agent_cfg: d
     loop_started = time.perf_counter()
     try:
         for call in range(args.warmup_steps + args.num_steps):
+            beat("collect", call, every_s=1.0)  # the hang watchdog's progress, at most one write a second, untimed
             actions = _random_actions(task, generator)
             if sync:
                 _synchronize(device)

@@ -14,7 +14,8 @@ from argparse import Namespace
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+
+from rlscale.cli import OneLineParser
 
 GpuCounter = Callable[[], int]
 
@@ -38,6 +39,9 @@ BENCHMARK_WORKFLOWS = ("startup", "runtime", "training")
 
 WORKER_SCRIPT = str(Path(__file__).resolve().with_name("worker.py"))
 """Script every rank runs."""
+
+DEFAULT_HANG_TIMEOUT_S = 300.0
+"""Default ``--hang_timeout``: longer than any healthy iteration, JIT compilation of the first one included."""
 
 
 class LaunchError(ValueError):
@@ -107,17 +111,9 @@ def benchmark_launcher_cfg(workflow: str, worker_script: str = WORKER_SCRIPT) ->
     )
 
 
-class _LauncherParser(argparse.ArgumentParser):
-    """Argument parser whose errors are one line on stderr and exit code 2."""
-
-    def error(self, message: str) -> NoReturn:
-        # The default prints the whole multi-line usage first, which buries the one line that matters.
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
 def build_parser(cfg: LauncherCfg) -> argparse.ArgumentParser:
     """Build the launcher's parser; every argument it does not know is forwarded to the worker."""
-    parser = _LauncherParser(
+    parser = OneLineParser(
         prog=cfg.prog, description=cfg.description, allow_abbrev=False, epilog="Other arguments go to every rank."
     )
     add = parser.add_argument
@@ -148,6 +144,12 @@ def build_parser(cfg: LauncherCfg) -> argparse.ArgumentParser:
     add("--log_dir", help="torchrun: directory for per-rank logs.")
     add("--log_all_ranks", action="store_true", help="Show every rank's console output, not only local rank 0.")
     add("--dry_run", action="store_true", help="Print the resolved command and exit without starting it.")
+    add(
+        "--hang_timeout",
+        default=str(DEFAULT_HANG_TIMEOUT_S),
+        help="Stop the job when a rank makes no progress for this many seconds (default %(default)s; 0 disables). "
+        "Counted from each rank's first heartbeat after startup.",
+    )
     return parser
 
 
@@ -209,6 +211,17 @@ def _int_in(flag: str, raw: str, low: int, high: int | None = None, fix: str = "
     return int(raw)
 
 
+def _seconds(flag: str, raw: str) -> float:
+    """Return ``raw`` as a finite number of seconds >= 0, or raise naming the flag and the value."""
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise LaunchError(f"{flag} must be a number of seconds >= 0 (0 disables it), got {raw!r}.")
+    return value
+
+
 def _check_topology(args: Namespace, jax: bool) -> None:
     """Validate ``--nnodes``, ``--node_rank``, the ports and the rendezvous address."""
     max_nodes = 1
@@ -239,6 +252,17 @@ def _check_topology(args: Namespace, jax: bool) -> None:
         raise LaunchError(
             f"--nnodes={args.nnodes} needs an address every node can reach: --master_addr HOST --master_port PORT, "
             "or --rdzv_backend c10d --rdzv_endpoint HOST:PORT."
+        )
+
+
+def _check_nccl_environment(environ: Mapping[str, str]) -> None:
+    """Refuse ``NCCL_*`` settings that contradict each other, before any rank starts."""
+    disable, level = environ.get("NCCL_P2P_DISABLE"), environ.get("NCCL_P2P_LEVEL")
+    if disable and level:  # NCCL_P2P_DISABLE=1 is NCCL_P2P_LEVEL=LOC: two knobs for the same P2P cutoff
+        raise LaunchError(
+            f"NCCL_P2P_DISABLE={disable!r} and NCCL_P2P_LEVEL={level!r} are both set, but they are mutually "
+            "exclusive (both set where NCCL uses P2P); unset one for this job, e.g. `env -u NCCL_P2P_LEVEL "
+            "rlscale ...` (docs/troubleshooting.md)."
         )
 
 
@@ -292,6 +316,8 @@ def validate_launch(
             "torchrun takes --master_addr/--master_port or --rdzv_endpoint."
         )
     _check_topology(args, jax)
+    _check_nccl_environment(environ)
+    args.hang_timeout = _seconds("--hang_timeout", args.hang_timeout)
     args.nproc_per_node = resolve_nproc(args, forwarded, environ, nvml_count)  # Last: it may query NVML.
 
 
@@ -307,7 +333,7 @@ def parse_launcher_args(
     Args:
         argv: Launcher command line without the program/subcommand name.
         cfg: Launcher configuration.
-        environ: Environment of the launch (``CUDA_VISIBLE_DEVICES``).
+        environ: Environment of the launch (``CUDA_VISIBLE_DEVICES``, the ``NCCL_*`` variables).
         nvml_count: GPU counter used when ``CUDA_VISIBLE_DEVICES`` is unset.
 
     Returns:

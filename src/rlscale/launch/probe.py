@@ -10,27 +10,36 @@ import argparse
 import sys
 import time
 
-import torch
-import torch.distributed as dist
-
-from rlscale.dist import rank_info
-from rlscale.launch.worker import run_rank
+from rlscale.cli import OneLineParser
+from rlscale.dist import collective_timeout, rank_info
 
 NUM_ELEMENTS = 256 * 1024
 """float32 elements all-reduced: 1 MiB, the size Isaac Lab's probe and the seed's measurements use."""
 
 
-def probe(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="rlscale nccl_probe (rank)")
-    parser.add_argument("--device", default="cuda")
+def parse_probe_args(argv: list[str], prog: str = "rlscale nccl_probe (rank)") -> argparse.Namespace:
+    """Parse a rank's arguments (``--device cpu|cuda``); torch-free, so the launcher checks them before a launch."""
+    parser = OneLineParser(prog=prog, allow_abbrev=False)
+    parser.add_argument("--device", default="cuda", help="cpu (gloo) or cuda (NCCL, one GPU per local rank)")
     args = parser.parse_args(argv)
+    kind, _, index = args.device.partition(":")
+    if args.device != "cpu" and (kind != "cuda" or (index and not index.isdigit())):
+        parser.error(f"--device {args.device!r} is not cpu, cuda or cuda:N (each rank uses its local GPU)")
+    return args
+
+
+def probe(argv: list[str]) -> int:
+    import torch
+    import torch.distributed as dist
+
+    args = parse_probe_args(argv)
     rank = rank_info()
     on_cpu = args.device == "cpu"
     device = torch.device("cpu") if on_cpu else torch.device("cuda", rank.local_rank % torch.cuda.device_count())
     if not on_cpu:
         torch.cuda.set_device(device)
     backend = "gloo" if on_cpu else "nccl"
-    dist.init_process_group(backend, rank=rank.rank, world_size=rank.world_size)
+    dist.init_process_group(backend, rank=rank.rank, world_size=rank.world_size, timeout=collective_timeout())
     tensor = torch.full((NUM_ELEMENTS,), float(rank.rank + 1), device=device)
     dist.all_reduce(tensor)  # warm-up: the first collective also builds the communicator
     tensor.fill_(float(rank.rank + 1))
@@ -57,4 +66,6 @@ def probe(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    from rlscale.launch.worker import run_rank
+
     sys.exit(run_rank(probe, sys.argv[1:]))

@@ -12,10 +12,12 @@ import os
 import shlex
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from argparse import Namespace
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 
-from rlscale.dist import RUN_TIMESTAMP_ENV, STATUS_DIR_ENV
+from rlscale.dist import HANG_TIMEOUT_ENV, HEARTBEAT_DIR_ENV, RUN_TIMESTAMP_ENV, STATUS_DIR_ENV, SUPERVISOR_PID_ENV
 from rlscale.launch.command import (
     NCCL_PROBE,
     TRAIN_MULTIGPU,
@@ -24,13 +26,30 @@ from rlscale.launch.command import (
     parse_launcher_args,
     uses_skrl_jax,
 )
+from rlscale.launch.heartbeat import HangWatch
 
 
-def job_environment(environ: Mapping[str, str], nproc_per_node: int, skrl_jax: bool, status_dir: str) -> dict:
-    """The ranks' environment: the caller's, plus what lets the ranks agree on a run directory and report back."""
+def job_environment(
+    environ: Mapping[str, str],
+    nproc_per_node: int,
+    skrl_jax: bool,
+    status_dir: str,
+    *,
+    heartbeat_dir: str | None = None,
+    hang_timeout: float = 0.0,
+) -> dict:
+    """The ranks' environment: the caller's, plus what lets the ranks agree on a run directory, report back, beat for
+    the hang watchdog, size their collective timeout and notice this launcher's death."""
     env = dict(environ)
     env.setdefault(RUN_TIMESTAMP_ENV, datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S"))
     env[STATUS_DIR_ENV] = status_dir
+    env[SUPERVISOR_PID_ENV] = str(os.getpid())
+    env[HANG_TIMEOUT_ENV] = str(hang_timeout)
+    if heartbeat_dir is not None:
+        env[HEARTBEAT_DIR_ENV] = heartbeat_dir
+    # A timed-out NCCL collective then ends its rank instead of blocking forever (the timeout follows --hang_timeout,
+    # rlscale.dist.collective_timeout). Not TORCH_NCCL_BLOCKING_WAIT: it makes every collective wait on the CPU.
+    env.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "3")
     if skrl_jax:
         env["LOCAL_WORLD_SIZE"] = str(nproc_per_node)  # skrl's JAX launcher sets no local world size
         env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave the GPU's memory to the torch task
@@ -65,16 +84,35 @@ def failed_ranks(status_dir: Path, nproc_per_node: int) -> list[str]:
     return failed
 
 
-def run_launcher(argv: Sequence[str], cfg: LauncherCfg, environ: Mapping[str, str] | None = None) -> int:
+RankCheck = Callable[[Namespace, list[str]], None]
+"""Validates the arguments forwarded to the ranks (given the launcher's options); exits 2 on the first bad one."""
+
+
+def run_launcher(
+    argv: Sequence[str],
+    cfg: LauncherCfg,
+    environ: Mapping[str, str] | None = None,
+    *,
+    check_ranks: RankCheck | None = None,
+) -> int:
     """Resolve a launch; print it for ``--dry_run``, else run it supervised and check every local rank's status.
 
     skrl's JAX launcher exits 0 even when a rank crashed, so a zero exit code alone proves nothing.
+
+    Args:
+        argv: Launcher command line without the program/subcommand name.
+        cfg: Launcher configuration.
+        environ: Environment of the launch; default ``os.environ``.
+        check_ranks: Checks the ranks' arguments here, so that a bad one is one line and exit code 2 before any
+            process starts, not the same error from every rank under torchrun's failure report.
 
     Returns:
         0 for ``--dry_run``; else the launcher's exit code, or 1 if it was 0 but a local rank failed.
     """
     environ = os.environ if environ is None else environ
     args, forwarded = parse_launcher_args(argv, cfg, environ)
+    if check_ranks is not None:
+        check_ranks(args, forwarded)
     command = build_launch_command(args, forwarded, cfg, environ)
     if args.dry_run:
         print(shlex.join(command), flush=True)
@@ -84,24 +122,59 @@ def run_launcher(argv: Sequence[str], cfg: LauncherCfg, environ: Mapping[str, st
 
     with tempfile.TemporaryDirectory(prefix="rlscale-status-") as status_dir:
         skrl_jax = uses_skrl_jax(args, forwarded)
-        code = run_supervised(
-            command,
-            env=job_environment(environ, args.nproc_per_node, skrl_jax, status_dir),
-            # torchrun ends the job itself when a rank fails, and names it; skrl's JAX launcher waits on the others.
-            abort_check=(lambda: first_failure(Path(status_dir))) if skrl_jax else None,
+        heartbeat_dir = Path(status_dir, "heartbeat")
+        heartbeat_dir.mkdir()
+        # torchrun ends the job itself when a rank fails, and names it; skrl's JAX launcher waits on the others.
+        checks = [partial(first_failure, Path(status_dir))] if skrl_jax else []
+        watch = HangWatch(heartbeat_dir, args.nproc_per_node, args.hang_timeout) if args.hang_timeout > 0 else None
+        if watch is not None:
+            checks.append(watch.check)
+        env = job_environment(
+            environ,
+            args.nproc_per_node,
+            skrl_jax,
+            status_dir,
+            heartbeat_dir=str(heartbeat_dir),
+            hang_timeout=args.hang_timeout,
         )
+        code = run_supervised(command, env=env, abort_check=_first_reason(checks))
         failures = failed_ranks(Path(status_dir), args.nproc_per_node)
     if failures:
         print(f"[ERROR] {'; '.join(failures)}", file=sys.stderr, flush=True)
         return code or 1
-    return code
+    return code or int(watch is not None and watch.stall is not None)
+
+
+def _first_reason(checks: list[Callable[[], str | None]]) -> Callable[[], str | None] | None:
+    """One abort check out of several: the first reason any of them gives."""
+    if not checks:
+        return None
+    return lambda: next((reason for check in checks if (reason := check())), None)
+
+
+def check_train_ranks(args: Namespace, forwarded: list[str]) -> None:
+    """Check the ranks' ``rlscale train`` arguments as each rank will: all of them before a launch (torch is imported
+    for the task, device, checkpoint and ``--agent`` keys); with ``--dry_run`` only those that need no torch."""
+    from rlscale.train import build_parser, parse_args
+
+    rank_argv = ["--rl_library", args.rl_library, *(arg for arg in forwarded if arg != "--distributed")]
+    parser = build_parser(TRAIN_MULTIGPU.prog)
+    parser.help_command = "rlscale train"  # the ranks' options are rlscale train's
+    parse_args(rank_argv, parser, torch_free=args.dry_run)
+
+
+def check_probe_ranks(args: Namespace, forwarded: list[str]) -> None:
+    """Check the arguments forwarded to ``nccl_probe``'s ranks with the probe's own (torch-free) parser."""
+    from rlscale.launch.probe import parse_probe_args
+
+    parse_probe_args(forwarded, NCCL_PROBE.prog)
 
 
 def main_train_multigpu(argv: list[str]) -> int:
     """Entry point of ``rlscale train_multigpu`` / ``train-multigpu``."""
-    return run_launcher(argv, TRAIN_MULTIGPU)
+    return run_launcher(argv, TRAIN_MULTIGPU, check_ranks=check_train_ranks)
 
 
 def main_nccl_probe(argv: list[str]) -> int:
     """Entry point of ``rlscale nccl_probe``."""
-    return run_launcher(argv, NCCL_PROBE)
+    return run_launcher(argv, NCCL_PROBE, check_ranks=check_probe_ranks)

@@ -4,7 +4,8 @@
 supervisor, which forwards it once to the whole group. Had torchrun shared our group, the terminal's signal and the
 forwarded one would both land inside torchelastic's shutdown handler, which then aborts before reaping its workers.
 torchrun in turn starts every worker in a session of its own, out of reach of its group: the supervisor therefore
-also remembers every descendant it has seen, and escalations and the final reap signal those one by one.
+also remembers every descendant it has seen, and escalations and the final reap signal those one by one. Should the
+supervisor itself be SIGKILLed, :mod:`.orphans` still brings the launcher and the ranks down.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 
 import psutil
+
+from rlscale.launch.orphans import dying_with_this_process
 
 GRACEFUL_SHUTDOWN_S = 40.0
 """After a forwarded signal, wait this long before re-sending SIGTERM: torchelastic gives its workers 30 s."""
@@ -139,7 +142,8 @@ def run_supervised(
 
     The first SIGINT/SIGTERM is forwarded to the group; if the launcher outlives ``graceful_s``, SIGTERM is sent
     again and ``forced_s`` later SIGKILL. A second signal kills at once. After the launcher exits, its leftovers get
-    ``straggler_s`` before SIGKILL. Signals are only handled when called from the main thread.
+    ``straggler_s`` before SIGKILL. Signals are only handled when called from the main thread. The launcher gets
+    SIGTERM should this process die without running any of that (SIGKILL): see :mod:`.orphans`.
 
     Args:
         argv: Command to run (not through a shell).
@@ -180,7 +184,9 @@ def run_supervised(
         # Installed before Popen so that a signal arriving meanwhile is forwarded, not lost.
         previous = [(sig, signal.signal(sig, forward)) for sig in _FORWARDED_SIGNALS]
     try:
-        proc = subprocess.Popen(list(argv), env=None if env is None else dict(env), start_new_session=True)
+        # Through the parent-death shim: should this process be SIGKILLed, the launcher still gets SIGTERM.
+        command = dying_with_this_process(argv, env)
+        proc = subprocess.Popen(command, env=None if env is None else dict(env), start_new_session=True)
         tree = _Tree(proc)
         for signum in pending:
             _signal_group(proc.pid, signum)

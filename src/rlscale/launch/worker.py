@@ -2,7 +2,8 @@
 
 ``record`` hands a failing rank's traceback to torchrun, which prints it as the root cause even when the console shows
 only local rank 0. skrl's JAX launcher exits 0 whatever its children do, so each rank also leaves its exit status in
-``$RLSCALE_STATUS_DIR`` for the launcher to read.
+``$RLSCALE_STATUS_DIR`` for the launcher to read. Each rank also beats for the launcher's hang watchdog
+(:mod:`.heartbeat`) and stops itself should the launcher die (:mod:`.orphans`).
 """
 
 from __future__ import annotations
@@ -15,11 +16,17 @@ from pathlib import Path
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from rlscale.dist import STATUS_DIR_ENV, rank_info
+from rlscale.dist import STATUS_DIR_ENV, SUPERVISOR_PID_ENV, rank_info
+from rlscale.launch import heartbeat
+from rlscale.launch.orphans import guard_rank
 
 
 def run_rank(main: Callable[[list[str]], int], argv: list[str]) -> int:
     """Run one rank's main under ``record`` and leave its exit status where the launcher looks."""
+    rank = rank_info().rank
+    supervisor = os.environ.get(SUPERVISOR_PID_ENV)
+    guard_rank(rank, int(supervisor) if supervisor else None)
+    heartbeat.beat("startup")
     status = {"exit_code": 1, "error": None}
     try:
         status["exit_code"] = record(main)(argv)
@@ -31,9 +38,14 @@ def run_rank(main: Callable[[list[str]], int], argv: list[str]) -> int:
         status["error"] = f"{type(error).__name__}: {error}"
         raise
     finally:
+        heartbeat.beat("finished")
         status_dir = os.environ.get(STATUS_DIR_ENV)
         if status_dir:
-            Path(status_dir, f"rank_{rank_info().rank}.json").write_text(json.dumps(status))
+            # Atomically: the launcher may read the file while the job runs (skrl JAX), and half a file is no JSON.
+            path = Path(status_dir, f"rank_{rank}.json")
+            temporary = path.with_name(f".{path.name}.tmp")
+            temporary.write_text(json.dumps(status))
+            os.replace(temporary, path)
 
 
 if __name__ == "__main__":

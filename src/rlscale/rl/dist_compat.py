@@ -1,18 +1,41 @@
-"""CPU/gloo shims for libraries whose distributed code assumes NCCL and CUDA.
+"""CPU/gloo shims for libraries whose distributed code assumes NCCL and CUDA, and the job's collective timeout.
 
 rsl_rl, rl_games and skrl each hard-code ``init_process_group("nccl")`` and ``torch.cuda.set_device``, so none of them
-can run multi-process on CPU as shipped. Everything here acts only when the ranks run on the CPU; on CUDA the
-libraries' own NCCL path runs untouched.
+can run multi-process on CPU as shipped. Everything here but :func:`use_collective_timeout` acts only when the ranks
+run on the CPU; on CUDA the libraries' own NCCL path runs untouched apart from that timeout.
 """
 
 from __future__ import annotations
 
+import datetime
 import os
 
 import torch
 import torch.distributed as dist
 
 _installed = False
+_timeout_installed = False
+
+
+def use_collective_timeout(timeout: datetime.timedelta | None) -> None:
+    """Give every process group created without a ``timeout`` this one, on every backend; None changes nothing.
+
+    The libraries create their process groups without a timeout, so torch's defaults (30 min on gloo, 10 min on NCCL)
+    would apply whatever ``--hang_timeout`` says; :func:`rlscale.dist.collective_timeout` sizes this one from it. Like
+    :func:`use_gloo_for_cpu_ranks`, it must run before ``import skrl``.
+    """
+    global _timeout_installed
+    if timeout is None or _timeout_installed:
+        return
+    _timeout_installed = True
+    original_init = dist.init_process_group
+
+    def init_process_group(*args, **kwargs):
+        if len(args) < 3:  # timeout is the third positional parameter
+            kwargs.setdefault("timeout", timeout)
+        return original_init(*args, **kwargs)
+
+    dist.init_process_group = init_process_group
 
 
 def use_gloo_for_cpu_ranks(device: str) -> None:

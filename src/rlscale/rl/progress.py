@@ -45,6 +45,8 @@ class TrackedTask(VecTask):
         world_size: Ranks stepping in lockstep, for the global throughput.
         stream: Where the one-line progress reports go; None prints nothing.
         on_iteration_start: Called with the iteration number before the first step of each rollout.
+        on_rollout_end: Called with the iteration number after the last step of each rollout, when the library's
+            update begins.
     """
 
     def __init__(
@@ -56,6 +58,7 @@ class TrackedTask(VecTask):
         world_size: int = 1,
         stream: TextIO | None = sys.stdout,
         on_iteration_start: Callable[[int], None] | None = None,
+        on_rollout_end: Callable[[int], None] | None = None,
     ) -> None:
         self.task = task
         self.cfg = task.cfg
@@ -67,6 +70,7 @@ class TrackedTask(VecTask):
         self.world_size = world_size
         self.stream = stream
         self.on_iteration_start = on_iteration_start
+        self.on_rollout_end = on_rollout_end
         self.records: list[IterationRecord] = []
         self._iteration = start_iteration
         self._steps_in_rollout = 0
@@ -103,6 +107,8 @@ class TrackedTask(VecTask):
         )
         self._steps_in_rollout += 1
         self._last_step_end = time.perf_counter()
+        if self._steps_in_rollout == self.steps_per_iteration and self.on_rollout_end is not None:
+            self.on_rollout_end(self._iteration)
         return observations, reward, terminated, truncated, extras
 
     def finish(self) -> None:

@@ -1,7 +1,8 @@
-"""Parse-time resolution of the study config: the device, the CPU fallback, and where each world size runs.
+"""Parse-time validation and resolution of the study config: the schema, the device, the CPU fallback, and where
+each world size runs.
 
-``workflow/rules/common.smk`` calls these after validating the config against ``workflow/schemas/config.schema.yaml``;
-they hold the logic so that it can be unit-tested without Snakemake.
+``workflow/rules/common.smk`` calls :func:`validated_config`; the logic lives here so that it can be unit-tested
+without Snakemake.
 """
 
 from __future__ import annotations
@@ -9,6 +10,9 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import yaml
 
 from rlscale.launch.command import nvml_device_count, visible_gpu_count
 
@@ -48,6 +52,100 @@ def effective_config(
     return resolved
 
 
+class StudyConfigError(ValueError):
+    """A study config that cannot run; the message is one line naming the key, the value seen and the fix."""
+
+
+_SCHEMA_FIXES = {
+    "minimum": "use a value >= {}",
+    "exclusiveMinimum": "use a value > {}",
+    "maximum": "use a value <= {}",
+    "enum": "use one of {}",
+    "pattern": "use letters, digits, '_', '.' and '-' only",
+    "minItems": "list at least {} value(s)",
+    "uniqueItems": "list each value once",
+    "required": "add it",
+}
+_TYPE_FIXES = {
+    "array": "write a YAML list in a config file, e.g. [1, 2] (`--config key=[1,2]` passes a string)",
+    "integer": "write a whole number",
+    "object": "write a mapping of keys",
+    "string": "write a string",
+}
+
+
+def _key_path(path) -> str:
+    """``world_sizes[0]``, ``iterations.benchmark``, ``libraries[1].name`` from a jsonschema error path."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else str(part)
+    return text
+
+
+def _schema_message(error) -> str:
+    """One line for the jsonschema error: ``<key>: <problem>; <fix>``."""
+    where = _key_path(error.absolute_path)
+    if error.validator == "additionalProperties":
+        known = list(error.schema.get("properties", {}))
+        unknown = sorted(set(error.instance) - set(known))
+        key = f"{where}.{unknown[0]}" if where else unknown[0]
+        return f"{key}: unknown key; valid keys{' of ' + where if where else ''}: {', '.join(known)}"
+    if error.validator == "type":
+        fix = _TYPE_FIXES.get(error.validator_value, f"write a {error.validator_value}")
+    else:
+        value = error.validator_value
+        value = ", ".join(map(str, value)) if isinstance(value, list) else value
+        fix = _SCHEMA_FIXES.get(error.validator, "see workflow/schemas/config.schema.yaml").format(value)
+    return f"{where or 'config'}: {error.message}; {fix}"
+
+
+def validate_schema(config: dict, schema_path: str | Path) -> None:
+    """Validate ``config`` against the JSON schema and fill in the schema's defaults in place, as Snakemake's
+    ``snakemake.utils.validate(config, schema, set_default=True)`` does.
+
+    Raises:
+        StudyConfigError: for the most relevant violation, in one line.
+    """
+    from jsonschema import Draft202012Validator, validators
+    from jsonschema.exceptions import best_match
+
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    validate_properties = Draft202012Validator.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):  # the jsonschema FAQ's recipe, as Snakemake uses it
+        for name, subschema in properties.items():
+            if "default" in subschema and isinstance(instance, dict):
+                instance.setdefault(name, copy.deepcopy(subschema["default"]))
+        yield from validate_properties(validator, properties, instance, schema)
+
+    validator = validators.extend(Draft202012Validator, {"properties": set_defaults})(schema)
+    error = best_match(validator.iter_errors(config))
+    if error is not None:
+        raise StudyConfigError(f"config: {_schema_message(error)}")
+
+
+def validated_config(
+    config: dict,
+    schema_path: str | Path,
+    environ: Mapping[str, str] | None = None,
+    nvml_count: Callable[[], int] = nvml_device_count,
+) -> dict:
+    """Validate the study config at parse time and return the effective one the rules read.
+
+    Schema (defaults filled into ``config``), then :func:`effective_config`, then :func:`check_config`.
+
+    Raises:
+        StudyConfigError: one line, ``config: <key>: <problem>; <fix>``, for the first problem found.
+    """
+    validate_schema(config, schema_path)
+    try:
+        study = effective_config(config, environ, nvml_count)
+        check_config(study)
+    except ValueError as error:
+        raise StudyConfigError(f"config: {error}") from None
+    return study
+
+
 def nodes_for(world_size: int, gpus_per_node: int, device: str) -> int:
     """Return the nodes a world size spans: 1 up to ``gpus_per_node`` (or on CPU), else ``world_size / gpus_per_node``.
 
@@ -58,7 +156,7 @@ def nodes_for(world_size: int, gpus_per_node: int, device: str) -> int:
         return 1
     if world_size % gpus_per_node:
         raise ValueError(
-            f"world size {world_size} spans several nodes but is not a multiple of gpus_per_node={gpus_per_node}; "
+            f"world_sizes: {world_size} spans several nodes but is not a multiple of gpus_per_node={gpus_per_node}; "
             "use multiples of gpus_per_node above it."
         )
     return world_size // gpus_per_node
@@ -78,7 +176,7 @@ def check_config(config: Mapping) -> None:
         )
     keys = [library_key(entry["name"], entry["ml_framework"]) for entry in config["libraries"]]
     if len(set(keys)) != len(keys):
-        raise ValueError(f"libraries lists the same library and ml_framework twice: {keys}.")
+        raise ValueError(f"libraries lists the same library and ml_framework twice: {keys}; list each once.")
     for entry in config["libraries"]:
         if entry["ml_framework"] != "torch":
             raise ValueError(

@@ -1,0 +1,192 @@
+"""Hang watchdog: every rank leaves a heartbeat, and the launcher names the rank that stopped making progress.
+
+Rank side, :func:`beat`: ``$RLSCALE_HEARTBEAT_DIR/rank_<r>.heartbeat`` holds one small JSON object (rank, pid, phase,
+iteration, a sequence number and the wall time), replaced atomically (temporary file, then ``os.replace``). Ranks
+beat at phase changes and iteration boundaries only, a few writes per iteration, never per env step. The phases, in
+the order a rank goes through them: ``startup`` (from the rank's entry), then per iteration ``sync_check`` (the
+rank-sync audit, when due), ``collect`` (the rollout) and ``update`` (the library's learning step), and ``finished``.
+
+Launcher side, :class:`HangWatch`, polled by the supervisor: reads its node's heartbeat files (the directory is a
+per-node temporary one, so each node's launcher watches its own local ranks only) and reports a stall.
+
+What counts as progress. A rank blocked in a collective writes nothing, yet it is not hung while the peer it waits
+for still moves. Data-parallel ranks advance in lock-step, so a rank whose (iteration, phase) is ahead of the slowest
+local rank's is waiting for that rank; only the slowest ranks are judged, and the job has stalled when none of them
+has beaten for ``--hang_timeout`` seconds. A rank waiting for a slow peer thus counts as progressing exactly while
+that peer heartbeats. Ages run on the launcher's monotonic clock from the moment it first saw a heartbeat, so a
+wall-clock step on either side changes nothing.
+
+Startup (imports, building the task and the library, the rendezvous, first CUDA/JIT work before the first rollout)
+can take minutes and is not timed: a rank's clock starts at its first heartbeat past ``startup``, and nothing is
+judged until every local rank got there. The process-group timeout (:func:`rlscale.dist.collective_timeout`) covers
+a rank that never does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlscale.dist import HEARTBEAT_DIR_ENV, rank_info
+
+PHASES = ("startup", "sync_check", "collect", "update", "finished")
+"""Heartbeat phases; within one iteration a rank goes through ``sync_check``, ``collect``, ``update`` in this order."""
+
+SUFFIX = ".heartbeat"
+
+
+def heartbeat_path(directory: str | Path, rank: int) -> Path:
+    """The heartbeat file of global rank ``rank``."""
+    return Path(directory, f"rank_{rank}{SUFFIX}")
+
+
+class HeartbeatWriter:
+    """Writes one rank's heartbeat file.
+
+    Args:
+        directory: The job's heartbeat directory.
+        rank: Global rank of this process.
+    """
+
+    def __init__(self, directory: str | Path, rank: int) -> None:
+        self.path = heartbeat_path(directory, rank)
+        self.rank = rank
+        self.seq = 0
+        self.phase: str = "startup"
+        self.iteration: int | None = None
+        self.last_write = float("-inf")
+
+    def beat(self, phase: str, iteration: int | None = None, *, every_s: float = 0.0) -> None:
+        """Record ``phase`` at ``iteration``; with ``every_s``, skip the write if the last one is more recent."""
+        if phase not in PHASES:
+            raise ValueError(f"unknown heartbeat phase {phase!r}; one of {', '.join(PHASES)}")
+        now = time.monotonic()
+        if every_s and now - self.last_write < every_s:
+            return
+        self.phase, self.iteration, self.last_write = phase, iteration, now
+        self.seq += 1
+        data = {"rank": self.rank, "pid": os.getpid(), "phase": phase, "iteration": iteration, "seq": self.seq}
+        data["time"] = time.time()  # for people reading the file; the launcher times by its own clock
+        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")  # hidden from the launcher's glob
+        # A heartbeat must never fail the training it watches (the launcher may already be tearing the job down).
+        with contextlib.suppress(OSError):
+            temporary.write_text(json.dumps(data))
+            os.replace(temporary, self.path)
+
+    def renew(self) -> None:
+        """Beat again in the current phase: a rank still working through a long phase, not stuck in it."""
+        self.beat(self.phase, self.iteration)
+
+
+_writer: HeartbeatWriter | None = None
+_writer_key: tuple[str, int] | None = None
+
+
+def writer() -> HeartbeatWriter | None:
+    """This process's writer, or None outside a launched job (no ``$RLSCALE_HEARTBEAT_DIR``)."""
+    global _writer, _writer_key
+    directory = os.environ.get(HEARTBEAT_DIR_ENV)
+    if not directory:
+        return None
+    key = (directory, rank_info().rank)
+    if key != _writer_key:
+        _writer, _writer_key = HeartbeatWriter(*key), key
+    return _writer
+
+
+def beat(phase: str, iteration: int | None = None, *, every_s: float = 0.0) -> None:
+    """Record this rank's phase and iteration for the launcher's hang watchdog; a no-op outside a launched job."""
+    if (current := writer()) is not None:
+        current.beat(phase, iteration, every_s=every_s)
+
+
+def renew() -> None:
+    """Beat again in the current phase (see :meth:`HeartbeatWriter.renew`); a no-op outside a launched job."""
+    if (current := writer()) is not None:
+        current.renew()
+
+
+@dataclass
+class _Seen:
+    """The last heartbeat seen from one rank, and when (launcher's clock) it was first seen."""
+
+    phase: str
+    iteration: int | None
+    key: tuple[int, int]
+    since: float
+
+    @property
+    def position(self) -> tuple[int, int, int]:
+        """Where the rank is in the run: ``startup`` before everything, ``finished`` after."""
+        if self.phase == "startup":
+            return (0, 0, 0)
+        if self.phase == "finished":
+            return (2, 0, 0)
+        return (1, self.iteration or 0, PHASES.index(self.phase))
+
+    def where(self) -> str:
+        return f"phase {self.phase}" + (f", iteration {self.iteration}" if self.iteration is not None else "")
+
+
+class HangWatch:
+    """Reads a node's heartbeat files and reports when its slowest ranks have made no progress for too long.
+
+    Args:
+        directory: The job's heartbeat directory on this node.
+        local_ranks: Ranks this node runs; until each has a heartbeat past ``startup`` nothing is judged.
+        timeout_s: Seconds without progress that count as a hang.
+        clock: Monotonic clock (injectable for tests).
+    """
+
+    def __init__(
+        self, directory: str | Path, local_ranks: int, timeout_s: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.directory = Path(directory)
+        self.local_ranks = local_ranks
+        self.timeout_s = timeout_s
+        self.clock = clock
+        self.seen: dict[int, _Seen] = {}
+        self.stall: str | None = None
+        """The report once a stall was found."""
+
+    def poll(self) -> None:
+        """Read every heartbeat file; a changed one restarts its rank's clock."""
+        now = self.clock()
+        for path in self.directory.glob(f"rank_*{SUFFIX}"):
+            try:
+                data = json.loads(path.read_text())
+                rank, key = int(data["rank"]), (int(data["pid"]), int(data["seq"]))
+                phase, iteration = str(data["phase"]), data["iteration"]
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # gone, or not a heartbeat: the next poll sees the rank's next one
+            previous = self.seen.get(rank)
+            if previous is None or previous.key != key:
+                self.seen[rank] = _Seen(phase, iteration, key, now)
+
+    def check(self) -> str | None:
+        """Poll, then return a report naming the stalled ranks (and those waiting for them), or None."""
+        self.poll()
+        active = {rank: seen for rank, seen in self.seen.items() if seen.phase != "finished"}
+        if len(self.seen) < self.local_ranks or not active:
+            return None
+        slowest = min(seen.position for seen in active.values())
+        if slowest[0] == 0:  # some local rank is still starting up: nothing is timed yet
+            return None
+        now = self.clock()
+        behind = {rank: seen for rank, seen in active.items() if seen.position == slowest}
+        quiet_s = min(now - seen.since for seen in behind.values())
+        if quiet_s <= self.timeout_s:
+            return None
+        names = ", ".join(map(str, sorted(behind)))
+        where = next(iter(behind.values())).where()
+        report = f"rank{'s' if len(behind) > 1 else ''} {names} made no progress for {quiet_s:.1f} s ({where})"
+        ahead = [f"rank {rank} ({seen.where()})" for rank, seen in sorted(active.items()) if rank not in behind]
+        if ahead:
+            report += f"; ahead and presumably waiting in a collective: {', '.join(ahead)}"
+        self.stall = report
+        return report
