@@ -2,7 +2,8 @@
 > 1, as one srun task per node; the run's manifest is copied to ``--output``.
 
 Usage: train.py --world_size N --device D [--granted_gpus G | --nodes M --rdzv_port P] --output FILE
-       -- TRAIN_ARGS (with --log_root DIR, recreated)
+       -- TRAIN_ARGS (with --log_root DIR: kept for a rerun of this same job, which continues with --resume auto;
+       recreated for any other)
 """
 
 import sys

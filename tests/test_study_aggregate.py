@@ -183,6 +183,36 @@ class TestEfficiency:
         assert table.loc[("rsl_rl", 256, 2), "efficiency"] == pytest.approx(6000 / (2 * 4000))
         assert table.loc[("skrl", 64, 2), "efficiency"] == pytest.approx(900 / (2 * 500))
 
+    def test_peer_ratio_is_the_median_of_each_runs_own_ratio(self):
+        """A row's peer ratio is the median of its bundles' side-by-side ratios; NaN where no run had a peer."""
+
+        def with_peer(bundle: dict, ratio: float) -> dict:
+            fps = bundle["runtime"]["total_fps"]["mean"]
+            bundle["runtime"]["peer"] = {
+                "library": "rsl_rl",
+                "iterations_completed": 3,
+                "iteration_time_s": mean_std(0.1),
+                "total_fps": mean_std(fps / ratio),
+                "total_fps_median": fps / ratio,
+                "rlscale_total_fps_median": fps,
+                "ratio_total_fps_median": ratio,
+                "iteration_s_per_iter": [0.1, 0.1, 0.1],
+                "total_wall_time_s": 1.0,
+                "process_wall_time_s": 2.0,
+            }
+            assert validation_errors(bundle) == []
+            return bundle
+
+        bundles = [
+            with_peer(make_bundle(1000.0, 1, seed=1), 1.2),
+            with_peer(make_bundle(1100.0, 1, seed=2), 0.9),
+            with_peer(make_bundle(1050.0, 1, seed=3), 1.05),
+            make_bundle(2000.0, 2, seed=1),
+        ]
+        table = scaling_table(frame_of(bundles))
+        assert table["peer_ratio_median"].iloc[0] == pytest.approx(1.05)
+        assert math.isnan(table["peer_ratio_median"].iloc[1])
+
     def test_no_single_rank_row_gives_nan(self):
         """Without a world-size-1 run there is nothing to divide by: efficiency is NaN, not a guess."""
         table = scaling_table(frame_of([make_bundle(1800.0, 2), make_bundle(3000.0, 4)]))

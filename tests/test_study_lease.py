@@ -64,6 +64,34 @@ def overlaps(a: dict, b: dict) -> bool:
     return a["start"] < b["end"] and b["start"] < a["end"]
 
 
+def run_jobs(requests: list[int], out: Path, env: dict[str, str], hold_s: float = 0.8) -> dict[int, dict]:
+    """Start one leased job per GPU request at once; return each job's record once all exited 0."""
+    out.mkdir()
+    job = JOB.format(recorder=RECORDER)
+    procs = [
+        subprocess.Popen([sys.executable, "-c", job, f"job{index}", str(gpus), str(out), str(hold_s)], env=env)
+        for index, gpus in enumerate(requests)
+    ]
+    codes = [proc.wait(timeout=120) for proc in procs]
+    assert codes == [0] * len(requests)
+    return {index: json.loads((out / f"job{index}.json").read_text()) for index in range(len(requests))}
+
+
+def assert_no_sharing(records: dict[int, dict], requests: list[int], pool: str) -> int:
+    """Every job got its count of ids from the pool, and jobs alive together shared no id or port; returns the number
+    of pairs that ran at the same time."""
+    for index, gpus in enumerate(requests):
+        assert len(records[index]["ids"]) == gpus
+        assert set(records[index]["ids"]) <= set(pool.split(","))
+    concurrent = 0
+    for (i, a), (j, b) in itertools.combinations(records.items(), 2):
+        if overlaps(a, b):
+            concurrent += 1
+            assert not set(a["ids"]) & set(b["ids"]), f"job{i} and job{j} shared GPU ids while both ran"
+            assert a["port"] != b["port"], f"job{i} and job{j} shared port {a['port']} while both ran"
+    return concurrent
+
+
 class TestConcurrentJobs:
     def test_no_shared_gpu_or_port(self, tmp_path, lease_env):
         """Eight concurrent jobs asking for 2, 2, 1, 3, 2, 1, 0 and 0 of 4 fake GPUs never share an id or a port.
@@ -73,26 +101,20 @@ class TestConcurrentJobs:
         used in parallel, not one job at a time).
         """
         requests = [2, 2, 1, 3, 2, 1, 0, 0]
-        out = tmp_path / "records"
-        out.mkdir()
-        job = JOB.format(recorder=RECORDER)
-        procs = [
-            subprocess.Popen([sys.executable, "-c", job, f"job{index}", str(gpus), str(out), "0.8"], env=lease_env)
-            for index, gpus in enumerate(requests)
-        ]
-        codes = [proc.wait(timeout=120) for proc in procs]
-        assert codes == [0] * len(requests)
-        records = {index: json.loads((out / f"job{index}.json").read_text()) for index in range(len(requests))}
-        for index, gpus in enumerate(requests):
-            assert len(records[index]["ids"]) == gpus
-            assert set(records[index]["ids"]) <= set(POOL.split(","))
-        concurrent = 0
-        for (i, a), (j, b) in itertools.combinations(records.items(), 2):
-            if overlaps(a, b):
-                concurrent += 1
-                assert not set(a["ids"]) & set(b["ids"]), f"job{i} and job{j} shared GPU ids while both ran"
-                assert a["port"] != b["port"], f"job{i} and job{j} shared port {a['port']} while both ran"
+        records = run_jobs(requests, tmp_path / "records", lease_env)
+        concurrent = assert_no_sharing(records, requests, POOL)
         assert concurrent > 0, "the jobs never ran at the same time, so the test proved nothing"
+
+    def test_eight_gpu_host(self, tmp_path, lease_env):
+        """An 8-GPU host (8 fake ids, 8 ports): ten concurrent jobs of up to 4 GPUs share no id or port, and two 4-GPU
+        jobs (two 4-GPU studies under --resources gpu=8) run at the same time on the two disjoint halves."""
+        pool = ",".join(map(str, range(8)))
+        env = {**lease_env, "RLSCALE_LEASE_GPUS": pool, "RLSCALE_LEASE_PORTS": free_port_range(8)}
+        requests = [4, 4, 2, 3, 1, 4, 2, 1, 0, 0]
+        assert assert_no_sharing(run_jobs(requests, tmp_path / "mixed", env), requests, pool) > 0
+        a, b = run_jobs([4, 4], tmp_path / "halves", env, hold_s=1.5).values()
+        assert overlaps(a, b), "the two 4-GPU jobs did not run together although the pool holds both"
+        assert sorted(a["ids"] + b["ids"]) == pool.split(",") and a["port"] != b["port"]
 
     def test_gpu_jobs_wait_for_each_other(self, tmp_path, lease_env):
         """Two jobs that each need 3 of the 4 GPUs cannot run together: their lifetimes are disjoint."""

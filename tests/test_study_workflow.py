@@ -106,6 +106,13 @@ class TestEndToEnd:
         assert table.loc[2, "global_fps_median"] == pytest.approx(fps[2])
         assert table.loc[2, "efficiency"] == pytest.approx(fps[2] / (2 * fps[1]))
         assert table.loc[1, "efficiency"] == pytest.approx(1.0)
+        # peer_baseline: each bundle ran the peer side by side; one seed, so the row's ratio is that bundle's own.
+        for size, bundle in bundles.items():
+            peer = bundle["runtime"]["peer"]
+            assert peer["ratio_total_fps_median"] == pytest.approx(
+                peer["rlscale_total_fps_median"] / peer["total_fps_median"]
+            )
+            assert table.loc[size, "peer_ratio_median"] == pytest.approx(peer["ratio_total_fps_median"])
 
     def test_plots_and_summary(self, tiny_study):
         """The three plots are PNG images and summary.md holds the table and links them."""

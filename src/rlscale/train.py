@@ -24,6 +24,7 @@ from rlscale.cli import OneLineParser
 from rlscale.dist import RUN_TIMESTAMP_ENV, RankInfo, collective_timeout, rank_device, rank_info
 from rlscale.faults import fault_from_environment
 from rlscale.launch.heartbeat import beat
+from rlscale.resume import AUTO, latest_run, newest_loadable
 from rlscale.rl import ADAPTERS
 
 if TYPE_CHECKING:
@@ -48,12 +49,28 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     parser.add_argument("--rl_library", default="rsl_rl", help=f"one of {', '.join(RL_LIBRARIES)} (default rsl_rl)")
     parser.add_argument("--ml_framework", default="torch", help="torch or jax; jax only with --rl_library skrl")
     parser.add_argument("--num_envs", type=int, help="environments on this device (per rank when distributed)")
-    parser.add_argument("--max_iterations", type=int, help="PPO iterations to run (default: the agent config's)")
+    parser.add_argument(
+        "--max_iterations",
+        type=int,
+        help="PPO iterations to run; with --resume auto, the run's total (default: the agent config's)",
+    )
     parser.add_argument("--seed", type=int, help="base seed; rank r uses seed + r (default: the agent config's)")
     parser.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if available, else cpu)")
     parser.add_argument("--log_root", default="logs", help="root of the run directories (default: logs)")
     parser.add_argument("--run_name", help="suffix of the run directory's name")
-    parser.add_argument("--resume", type=Path, metavar="CHECKPOINT", help="checkpoint to continue training from")
+    parser.add_argument(
+        "--resume",
+        type=_resume_value,
+        metavar="CHECKPOINT|auto",
+        help="checkpoint to continue training from; auto: continue the latest run of this --run_name in its run "
+        "directory, from its newest loadable checkpoint (from scratch if it has none), to --max_iterations in total",
+    )
+    parser.add_argument(
+        "--checkpoint_interval",
+        type=int,
+        metavar="N",
+        help="save a checkpoint every N iterations (default: the agent config's interval)",
+    )
     parser.add_argument(
         "--agent",
         action="append",
@@ -62,6 +79,17 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
         help="override one agent config entry by its dotted path, e.g. algorithm.learning_rate=5e-4 (repeatable)",
     )
     parser.add_argument("--distributed", action="store_true", help="run as one rank of a torchrun/skrl-JAX job")
+    parser.add_argument(
+        "--cpu_threads",
+        type=int,
+        metavar="N",
+        help="torch CPU threads of each rank (default: 1 per CPU rank; the host's cores shared among GPU ranks)",
+    )
+    parser.add_argument(
+        "--no_cuda_graph",
+        action="store_true",
+        help="step the task eagerly on CUDA (default: replay its step as one CUDA graph when the task allows it)",
+    )
     parser.add_argument(
         "--sync_check_interval",
         type=int,
@@ -102,7 +130,7 @@ def parse_args(
         parser.error(f"--ml_framework {args.ml_framework!r} is not one of {', '.join(ML_FRAMEWORKS)}")
     if args.ml_framework == "jax" and args.rl_library != "skrl":
         parser.error(f"--ml_framework jax needs --rl_library skrl (got {args.rl_library})")
-    for flag in ("num_envs", "max_iterations"):
+    for flag in ("num_envs", "max_iterations", "checkpoint_interval", "cpu_threads"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             parser.error(f"--{flag} must be at least 1 (got {getattr(args, flag)})")
     if args.sync_check_interval < 0:
@@ -128,7 +156,7 @@ def parse_args(
     except UnknownTaskError as error:
         parser.error(f"--task: {error}")
     args.device = _resolve_device(parser, args.device)
-    if args.resume is not None:
+    if args.resume not in (None, AUTO):
         _check_checkpoint(parser, args.resume, args.ml_framework)
     agent_cfg = load_agent_cfg(args.task, args.rl_library)
     for override in args.agent:
@@ -156,11 +184,18 @@ def _resolve_device(parser: argparse.ArgumentParser, requested: str | None) -> s
     return requested if index else "cuda:0"  # libraries compare device strings, so name the index
 
 
+def _resume_value(text: str) -> str | Path:
+    return text if text == AUTO else Path(text)  # a checkpoint file named auto is ./auto
+
+
 def _check_checkpoint(parser: argparse.ArgumentParser, path: Path, ml_framework: str) -> None:
     from rlscale.rl.common import check_weights_only
 
     if path.is_dir():
-        parser.error(f"--resume {path}: is a directory; name the checkpoint file in it (e.g. model_<iteration>.pt)")
+        parser.error(
+            f"--resume {path}: is a directory; name the checkpoint file in it (e.g. model_<iteration>.pt), or pass "
+            "--resume auto to continue the latest run"
+        )
     if not path.is_file():
         parser.error(f"--resume {path}: no such checkpoint file")
     try:
@@ -207,12 +242,50 @@ def _parse_value(text: str):
     return yaml.safe_load(text)
 
 
-def run_directory(args: argparse.Namespace, rank: RankInfo) -> Path:
-    """``<log_root>/<rl_library>/<task>/<timestamp>[_<run_name>]``, plus ``rank_<r>/`` on ranks other than 0."""
+def run_directory(args: argparse.Namespace) -> Path:
+    """``<log_root>/<rl_library>/<task>/<timestamp>[_<run_name>]``, rank 0's; other ranks write in its ``rank_<r>/``.
+
+    With ``--resume auto`` it is the latest existing run directory of this run name, if any, so that a rerun continues
+    in place: its checkpoints, TensorBoard events and console log go on in the same directory.
+    """
+    runs_root = Path(args.log_root, args.rl_library, args.task)
+    if args.resume == AUTO and (latest := latest_run(runs_root, args.run_name, args.ml_framework)) is not None:
+        return latest
     stamp = os.environ.get(RUN_TIMESTAMP_ENV) or datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-    name = f"{stamp}_{args.run_name}" if args.run_name else stamp
-    run_dir = Path(args.log_root, args.rl_library, args.task, name)
-    return run_dir if rank.is_main else run_dir / f"rank_{rank.rank}"
+    return runs_root / (f"{stamp}_{args.run_name}" if args.run_name else stamp)
+
+
+def auto_resume(
+    adapter, run_dir: Path, agent_cfg: dict, ml_framework: str, total: int, report: bool
+) -> tuple[Path | None, int]:
+    """``--resume auto``: the newest checkpoint in ``run_dir`` that loads and leaves iterations to train.
+
+    Args:
+        adapter: The library's adapter, which knows where its checkpoints are.
+        run_dir: Rank 0's run directory, which holds the checkpoints.
+        agent_cfg: The agent config.
+        ml_framework: torch or jax.
+        total: The run's total iterations.
+        report: Print the choice (rank 0 only, so that a job says it once).
+
+    Returns:
+        The checkpoint (None: start from scratch) and the iterations it had finished.
+    """
+
+    def skipped(path: Path, error: ValueError) -> None:
+        if report:
+            cause = error.__cause__ or error
+            reason = next(iter(str(cause).splitlines()), "")  # torch's weights-only errors run to many lines
+            why = f"it cannot be loaded ({type(cause).__name__}: {reason})"
+            print(f"[rlscale] --resume auto: skipping {path}, {why}", file=sys.stderr)
+
+    candidates = adapter.find_checkpoints(run_dir, agent_cfg, ml_framework)
+    checkpoint = newest_loadable(candidates, ml_framework, total, skipped)
+    start = adapter.checkpoint_iteration(checkpoint, agent_cfg) if checkpoint else 0
+    if report:
+        found = f"continuing from {checkpoint.name} ({start}/{total})" if checkpoint else "starting from scratch"
+        print(f"[rlscale] --resume auto: {found} in {run_dir}", flush=True)
+    return checkpoint, start
 
 
 def resolve_seed(args: argparse.Namespace, agent_cfg: dict) -> int:
@@ -306,11 +379,11 @@ def execute(
     from rlscale.rl.dist_compat import use_collective_timeout, use_gloo_for_cpu_ranks
     from rlscale.rl.progress import TrackedTask
     from rlscale.tasks import make_task
+    from rlscale.tasks.graph import graphed_if_possible
 
     rank = rank_info()
     device = rank_device(args.device, rank, torch.cuda.device_count() if args.device != "cpu" else 0)
-    # One thread per CPU rank; GPU ranks share the host's cores (torchrun's OMP_NUM_THREADS=1 is too few for them).
-    torch.set_num_threads(1 if device == "cpu" else max(1, (os.cpu_count() or 1) // rank.local_world_size))
+    torch.set_num_threads(args.cpu_threads or default_cpu_threads(device, rank.local_world_size))
     if rank.distributed:
         use_collective_timeout(collective_timeout())
         use_gloo_for_cpu_ranks(device)
@@ -319,8 +392,14 @@ def execute(
     adapter = load_adapter(args.rl_library)
     seed = resolve_seed(args, agent_cfg)
     iterations = args.max_iterations or adapter.default_iterations(agent_cfg)
-    start = adapter.checkpoint_iteration(args.resume, agent_cfg) if args.resume else 0
-    log_dir = run_directory(args, rank)
+    run_dir = run_directory(args)
+    if args.resume == AUTO:
+        resume, start = auto_resume(adapter, run_dir, agent_cfg, args.ml_framework, iterations, rank.is_main)
+        iterations -= start  # the rest of the run's total
+    else:
+        resume = args.resume
+        start = adapter.checkpoint_iteration(resume, agent_cfg) if resume else 0
+    log_dir = run_dir if rank.is_main else run_dir / f"rank_{rank.rank}"
     manifest = Manifest(
         log_dir / "manifest.json",
         args=vars(args),
@@ -332,6 +411,7 @@ def execute(
         local_world_size=rank.local_world_size,
         num_nodes=rank.num_nodes,
         run_dir=str(log_dir),
+        resumed_from=str(resume) if resume else None,
         **device_description(device),
     )
     outcome = TrainingOutcome(
@@ -350,8 +430,9 @@ def execute(
         seed=seed,
         log_dir=log_dir,
         rank=rank,
-        resume=args.resume,
+        resume=resume,
         ml_framework=args.ml_framework,
+        checkpoint_interval=args.checkpoint_interval,
     )
     fault = fault_from_environment()
     sync_checks: list[int] = []
@@ -380,7 +461,7 @@ def execute(
         if args.num_envs is not None:
             task_kwargs["num_envs"] = args.num_envs
         created = time.perf_counter()
-        task = make_task(args.task, **task_kwargs)
+        task = graphed_if_possible(make_task(args.task, **task_kwargs), enabled=not args.no_cuda_graph)
         outcome.task_creation_s = time.perf_counter() - created
         outcome.num_envs = task.num_envs
         if on_task_created is not None:
@@ -433,6 +514,11 @@ def execute(
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
     return outcome
+
+
+def default_cpu_threads(device: str, local_world_size: int) -> int:
+    """One thread per CPU rank (each rank is one core's worth of work); GPU ranks share the host's cores."""
+    return 1 if device == "cpu" else max(1, (os.cpu_count() or 1) // local_world_size)
 
 
 def _raise_interrupt(signum, frame):

@@ -1,5 +1,7 @@
 # Stage 5: `rlscale benchmark <workflow>_multigpu` bundles. training: every task x library x world size x
 # per-rank env count x seed; startup (per library) and runtime (env only) at the largest world size.
+# A rerun after a crash or a kill starts the benchmark from scratch, never with --resume: a bundle's throughput,
+# warm-up and learning curve describe one uninterrupted run of all its iterations, which a resumed one is not.
 
 
 rule benchmark:

@@ -123,16 +123,24 @@ def validate_args(wildcards):
 
 
 def train_args(wildcards):
-    """Per-rank arguments of a train run, as the plan shows them (the job adds --num_gpus and the port/rendezvous)."""
+    """Per-rank arguments of a train run, as the plan shows them (the job adds --num_gpus and the port/rendezvous).
+
+    --resume auto: a rerun of the job (--rerun-incomplete after a crash or a kill) continues the run from its last
+    checkpoint, so at most checkpoint_interval iterations are trained twice; the first attempt starts from scratch.
+    """
     return (
         f"--task {wildcards.task} {library_args(wildcards.library)} --num_envs {TRAIN_ENVS} "
         f"--max_iterations {STUDY['iterations']['train']} --seed {TRAIN_SEED} --device {DEVICE} "
-        f"--run_name ws{wildcards.ws} --log_root {train_run_root(wildcards)}"
+        f"--run_name ws{wildcards.ws} --log_root {train_run_root(wildcards)} "
+        f"--resume auto --checkpoint_interval {STUDY['checkpoint_interval']}"
     )
 
 
 def train_run_root(wildcards):
-    """Run directory of a train run (checkpoints, TensorBoard), next to its manifest; recreated by each run."""
+    """Run directory of a train run (checkpoints, TensorBoard), next to its manifest.
+
+    Kept for a rerun of the same job, which continues it, else recreated (rlscale.study.jobs.keep_for_same_job).
+    """
     return f"results/{wildcards.study}/train/{wildcards.task}/{wildcards.library}/ws{wildcards.ws}/run"
 
 
@@ -168,6 +176,7 @@ def benchmark_args(wildcards):
     return (
         f"{common} --max_iterations {STUDY['iterations']['benchmark']} "
         f"--warmup_iterations {STUDY['warmup_iterations']}"
+        + (" --peer" if STUDY["peer_baseline"] else "")
     )
 
 

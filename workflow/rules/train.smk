@@ -1,5 +1,6 @@
 # Stage 4: one full `rlscale train_multigpu` run per task x library x world size (largest per-rank env count,
-# first seed). Its manifest is the output; checkpoints stay in the run directory next to it.
+# first seed). Its manifest is the output; checkpoints stay in the run directory next to it. A killed or crashed
+# job, rerun with `snakemake --rerun-incomplete`, continues from its last checkpoint (train_args: --resume auto).
 
 
 rule train:

@@ -9,9 +9,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from pathlib import Path
 
+from rlscale.benchmark.comparison import (
+    NOT_MIRRORED,
+    dry_run_result,
+    run_peer_first,
+    single_process_command,
+    torchrun_command,
+)
 from rlscale.cli import OneLineParser
 from rlscale.launch.command import BENCHMARK_WORKFLOWS, benchmark_launcher_cfg, forwarded_value, parse_launcher_args
 
@@ -76,6 +84,14 @@ def workflow_parser(workflow: str, prog: str) -> OneLineParser:
             "--warmup_iterations", type=int, default=1, help="iterations left out of the throughput (default 1)"
         )
         group.add_argument("--ema_alpha", type=float, default=0.1, help="EMA weight of the learning curves (0.1)")
+        group.add_argument(
+            "--peer",
+            action="store_true",
+            help="first run the library's plain script with the same settings (and torchrun geometry), then report "
+            "rlscale / peer throughput (runtime.peer)",
+        )
+        # Set by --peer for the ranks: the peer's result file.
+        group.add_argument("--peer_result", type=Path, help=argparse.SUPPRESS)
     _add_unsupported(group)
     return parser
 
@@ -84,7 +100,9 @@ def _given(argv: list[str], flag: str) -> bool:
     return any(arg == flag or arg.startswith(f"{flag}=") for arg in argv)
 
 
-def check_workflow_args(parser: argparse.ArgumentParser, workflow: str, args: argparse.Namespace, argv) -> None:
+def check_workflow_args(
+    parser: argparse.ArgumentParser, workflow: str, args: argparse.Namespace, argv, *, multigpu: bool
+) -> None:
     """Refuse what the workflow cannot do, by name; exits 2 through ``parser.error``."""
     for name, message in UNSUPPORTED.items():
         if getattr(args, name):
@@ -108,6 +126,25 @@ def check_workflow_args(parser: argparse.ArgumentParser, workflow: str, args: ar
             )
     if args.output_path is not None and Path(args.output_path).is_dir():
         parser.error(f"--output_path {args.output_path} is a directory; name the bundle file")
+    if workflow == "training":
+        _check_peer_args(parser, args, multigpu)
+
+
+def _check_peer_args(parser: argparse.ArgumentParser, args: argparse.Namespace, multigpu: bool) -> None:
+    if args.peer_result is not None and not args.peer:
+        parser.error("--peer_result is internal to --peer; pass --peer to run and compare the peer baseline")
+    if not args.peer:
+        return
+    if args.ml_framework == "jax":
+        parser.error("--peer: the peer baselines run skrl with PyTorch only; drop --ml_framework jax or --peer")
+    for name, reason in NOT_MIRRORED.items():
+        if getattr(args, name):
+            parser.error(f"--peer cannot mirror {reason}; drop one of the two")
+    kind, _, index = (args.device or "").partition(":")
+    if not multigpu and kind == "cuda" and index not in ("", "0"):
+        parser.error(
+            f"--peer runs its process on cuda:0, not {args.device}; choose the GPU with CUDA_VISIBLE_DEVICES instead"
+        )
 
 
 def _jax_message(workflow: str) -> str:
@@ -137,8 +174,21 @@ def launch(workflow: str, argv: list[str]) -> int:
     parser = workflow_parser(workflow, cfg.prog)
     # What every rank would refuse, refused here once; --dry_run skips the checks that need torch (task, device, ...).
     rank_args, _ = parse_args(rank_argv, parser, launcher=cfg.prog, torch_free=launcher_args.dry_run)
-    check_workflow_args(parser, workflow, rank_args, forwarded)
-    return run_launcher(argv, cfg)
+    check_workflow_args(parser, workflow, rank_args, forwarded, multigpu=True)
+    if workflow != "training" or not rank_args.peer:
+        return run_launcher(argv, cfg)
+
+    def with_result(result: Path) -> list[str]:
+        return [*argv, "--peer_result", str(result)]
+
+    if launcher_args.dry_run:
+        print(shlex.join(torchrun_command(launcher_args, rank_args, dry_run_result())), flush=True)
+        return run_launcher(with_result(dry_run_result()), cfg)
+    return run_peer_first(
+        launcher_args.rl_library,
+        lambda result: torchrun_command(launcher_args, rank_args, result),
+        lambda result: run_launcher(with_result(result), cfg),
+    )
 
 
 def usage() -> str:
@@ -170,10 +220,21 @@ def main(argv: list[str]) -> int:
     if name != workflow:
         return launch(workflow, argv[1:])
     parser = workflow_parser(workflow, f"rlscale benchmark {workflow}")
-    check_workflow_args(parser, workflow, parser.parse_args(argv[1:]), argv[1:])
+    args = parser.parse_args(argv[1:])
+    check_workflow_args(parser, workflow, args, argv[1:], multigpu=False)
     from rlscale.benchmark.worker import time_python_imports
 
     python_imports_s = time_python_imports(argv[1:], workflow)
     from rlscale.benchmark.session import run_benchmark
 
-    return run_benchmark(workflow, argv[1:], python_imports_s, multigpu=False)
+    if workflow != "training" or not args.peer:
+        return run_benchmark(workflow, argv[1:], python_imports_s, multigpu=False)
+    from rlscale.train import parse_args
+
+    # Every check of the run, before the peer starts: a bad --task or --device is one line, not the peer's crash.
+    resolved, _ = parse_args(argv[1:], parser)
+    return run_peer_first(
+        args.rl_library,
+        lambda result: single_process_command(resolved, result),
+        lambda result: run_benchmark(workflow, [*argv[1:], "--peer_result", str(result)], python_imports_s, False),
+    )

@@ -9,11 +9,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import signal
+import sys
 import time
 from pathlib import Path
 
 from rlscale.benchmark import bundle as bundles
 from rlscale.benchmark.cli import check_workflow_args, workflow_parser
+from rlscale.benchmark.comparison import PeerMismatch, load_peer_result
 from rlscale.benchmark.resources import ResourceSampler, visible_cuda_devices
 from rlscale.benchmark.summary import summary_lines
 from rlscale.benchmark.workflows import WORKFLOWS, Measurement
@@ -33,7 +35,7 @@ def _prepare(workflow: str, argv: list[str], multigpu: bool) -> tuple[argparse.N
     name = f"{workflow}_multigpu" if multigpu else workflow
     parser = workflow_parser(workflow, f"rlscale benchmark {name}")
     args, agent_cfg = parse_args(argv, parser, launcher=f"rlscale benchmark {workflow}_multigpu")
-    check_workflow_args(parser, workflow, args, argv)
+    check_workflow_args(parser, workflow, args, argv, multigpu=multigpu)
     num_envs = args.num_envs or get_spec(args.task).cfg_class().num_envs
     measurement = Measurement(workflow, num_envs_per_rank=num_envs, seed=resolve_seed(args, agent_cfg))
     if workflow == "training":
@@ -45,6 +47,23 @@ def _prepare(workflow: str, argv: list[str], multigpu: bool) -> tuple[argparse.N
                 "iterations to measure; lower it or raise --max_iterations"
             )
     return args, agent_cfg, measurement
+
+
+def peer_workload(args: argparse.Namespace, agent_cfg: dict, measurement: Measurement, rank: RankInfo) -> dict:
+    """What the peer must have run for its figures to stand next to this run's."""
+    from rlscale.rl import load_adapter
+
+    steps = load_adapter(args.rl_library).rollout_length(agent_cfg) * measurement.num_envs_per_rank * rank.world_size
+    return {
+        "library": args.rl_library,
+        "task": args.task,
+        "device": "cuda" if args.device.startswith("cuda") else "cpu",
+        "seed": measurement.seed,
+        "world_size": rank.world_size,
+        "num_envs_per_rank": measurement.num_envs_per_rank,
+        "max_iterations": measurement.max_iterations,
+        "steps_per_iteration": steps,
+    }
 
 
 def output_path(args: argparse.Namespace, workflow: str, multigpu: bool, measurement: Measurement, rank: RankInfo):
@@ -76,6 +95,12 @@ def run_benchmark(workflow: str, argv: list[str], python_imports_s: float, multi
     measurement.startup["task_config"] = time.perf_counter() - started
     rank = rank_info()
     path = output_path(args, workflow, multigpu, measurement, rank)
+    if rank.is_main and getattr(args, "peer_result", None) is not None:
+        try:
+            measurement.peer = load_peer_result(args.peer_result, peer_workload(args, agent_cfg, measurement, rank))
+        except PeerMismatch as error:  # before anything is measured or written
+            print(f"[ERROR] peer baseline: {error}", file=sys.stderr, flush=True)
+            return 1
     sampler = None
     if rank.is_main:
         gpus = visible_cuda_devices() if args.device.startswith("cuda") else []

@@ -47,6 +47,12 @@ def rate_stats(work_per_sample: float, durations: Sequence[float]) -> dict | Non
     }
 
 
+def median_rate(work_per_sample: float, durations: Sequence[float]) -> float | None:
+    """Median of the per-sample rates ``work / duration``; None when no sample has a positive duration."""
+    durations = [value for value in _finite(durations) if value > 0]
+    return statistics.median([work_per_sample / value for value in durations]) if durations else None
+
+
 def ema(values: Sequence[float | None], alpha: float) -> float | None:
     """Final exponential moving average ``e = alpha * x + (1 - alpha) * e``, seeded by the first finite value.
 

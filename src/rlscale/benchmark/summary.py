@@ -44,6 +44,12 @@ def _training(bundle: dict, ranks: int) -> list[str]:
             "rank 0's iteration time (ranks step in lockstep); judge scaling against N x the 1-rank throughput "
             "at the same per-rank --num_envs"
         )
+    peer = runtime.get("peer")  # absent from bundles older than --peer
+    if peer is not None:
+        lines.append(
+            f"  peer (plain {peer['library']} script) {_spread(peer['total_fps'], 'env-steps/s')}; "
+            f"rlscale / peer = {_number(peer['ratio_total_fps_median'])} (medians of the per-iteration total_fps)"
+        )
     return lines
 
 

@@ -3,20 +3,21 @@ what it measured before it stopped.
 
 * startup: one training iteration of the chosen library, with each cold phase timed.
 * runtime: ``env.step`` under random actions, no library and no policy.
-* training: ``rlscale train``'s own run (:func:`rlscale.train.execute`), timed from :class:`TrackedTask`'s records.
+* training: ``rlscale train``'s own run (:func:`rlscale.train.execute`), timed from :class:`TrackedTask`'s records;
+  with ``--peer``, the peer baseline's figures beside them (:mod:`.comparison`).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from dataclasses import dataclass, field
 
+from rlscale.benchmark.comparison import peer_section
 from rlscale.benchmark.stats import ema, finite_or_none, mean_std, rate_stats
 from rlscale.dist import RankInfo, collective_timeout, rank_device
 from rlscale.launch.heartbeat import beat
-from rlscale.train import execute
+from rlscale.train import default_cpu_threads, execute
 
 PHASES = ("python_imports", "task_config", "env_creation", "first_step", "first_iteration")
 THROUGHPUT_FIELDS = ("iteration_time_s", "collection_time_s", "learning_time_s", "collection_fps", "total_fps")
@@ -36,6 +37,8 @@ class Measurement:
     runtime: dict = field(default_factory=dict)
     learning: dict | None = None
     max_iterations: int | None = None
+    peer: dict | None = None
+    """The peer baseline's result, on global rank 0 of ``training --peer`` (see :mod:`.comparison`)."""
 
     def __post_init__(self) -> None:
         self.runtime = {
@@ -45,6 +48,7 @@ class Measurement:
             "steps_per_iteration": None,
             **dict.fromkeys((*THROUGHPUT_FIELDS, "iterations_per_s")),
             "environment_step_timing": None,
+            "peer": None,
         }
 
 
@@ -109,10 +113,10 @@ def run_runtime(measurement: Measurement, args: argparse.Namespace, agent_cfg: d
     import torch.distributed as dist
 
     from rlscale.tasks import make_task
+    from rlscale.tasks.graph import graphed_if_possible
 
     device = rank_device(args.device, rank, torch.cuda.device_count() if args.device != "cpu" else 0)
-    # As rlscale train: one thread per CPU rank, the host's cores shared among GPU ranks.
-    torch.set_num_threads(1 if device == "cpu" else max(1, (os.cpu_count() or 1) // rank.local_world_size))
+    torch.set_num_threads(args.cpu_threads or default_cpu_threads(device, rank.local_world_size))  # as rlscale train
     if device.startswith("cuda"):
         torch.cuda.set_device(torch.device(device))
     mode = "serialized_synchronized" if args.measure_sync_step else "host_return"
@@ -131,6 +135,7 @@ def run_runtime(measurement: Measurement, args: argparse.Namespace, agent_cfg: d
     task = make_task(
         args.task, device=device, seed=measurement.seed + rank.rank, num_envs=measurement.num_envs_per_rank
     )
+    task = graphed_if_possible(task, enabled=not args.no_cuda_graph)  # stepped as rlscale train steps it
     task.reset()
     _synchronize(device)
     measurement.startup["env_creation"] = time.perf_counter() - started
@@ -215,10 +220,12 @@ def run_training(measurement: Measurement, args: argparse.Namespace, agent_cfg: 
     measurement.learning = learning_curves([], args.ema_alpha, 1)
 
     def summarise() -> None:  # also after a crash, from the iterations that finished
+        records = tracked[0].records if tracked else []
+        if measurement.peer is not None:
+            runtime["peer"] = peer_section(measurement.peer, [record.iteration_s for record in records], warmup)
         if not tracked:
             return
         steps = tracked[0].steps_per_iteration * tracked[0].num_envs * rank.world_size
-        records = tracked[0].records
         runtime.update(training_figures(records, steps, warmup), steps_per_iteration=steps)
         runtime["iterations_completed"] = len(records)
         measurement.learning = learning_curves(records, args.ema_alpha, steps)

@@ -1,4 +1,5 @@
-"""One adapter per RL library; each exposes ``rollout_length``, ``train`` and ``checkpoint_iteration``.
+"""One adapter per RL library; each exposes ``rollout_length``, ``default_iterations``, ``train``,
+``checkpoint_iteration`` and ``find_checkpoints`` (where that library keeps its checkpoints in a run directory).
 
 Adapters are imported on demand: importing skrl creates the process group, and rl_games changes global torch flags.
 """

@@ -97,9 +97,11 @@ class TrackedTask(VecTask):
         if self._steps_in_rollout == self.steps_per_iteration:
             self._finish_iteration(now)
         if self._steps_in_rollout == 0:
+            # The rollout starts on entry: rlscale's own per-iteration work (the statistics' sync, the progress line,
+            # heartbeats, audits) is counted in the iteration it delays, never left between two.
+            self._rollout_start = now
             if self.on_iteration_start is not None:
                 self.on_iteration_start(self._iteration)
-            self._rollout_start = time.perf_counter()
         observations, reward, terminated, truncated, extras = self.task.step(actions)
         done = (terminated | truncated).to(self._sums.dtype)
         self._sums += torch.stack(

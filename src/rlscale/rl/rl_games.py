@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import re
 from pathlib import Path
 
 import gymnasium
@@ -13,7 +15,7 @@ from rl_games.common.algo_observer import AlgoObserver
 from rl_games.common.ivecenv import IVecEnv
 from rl_games.torch_runner import Runner
 
-from rlscale.rl.common import TrainContext, TrainResult, library_console
+from rlscale.rl.common import TrainContext, TrainResult, atomic_path, library_console
 from rlscale.rl.dist_compat import CpuPinnedConfig
 from rlscale.tasks.base import VecTask
 
@@ -89,6 +91,13 @@ class _KeepAgent(AlgoObserver):
     def after_init(self, algo) -> None:
         self.agent = algo
         self.policy_probe.read = lambda: dict(algo.model.named_parameters())
+        save = algo.save
+
+        def save_atomically(filename: str) -> None:  # rl_games appends ".pth" to the name it is given
+            with atomic_path(f"{filename}.pth") as temporary:
+                save(str(temporary.with_suffix("")))
+
+        algo.save = save_atomically
 
 
 def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
@@ -112,6 +121,8 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
         full_experiment_name=ctx.log_dir.name,
         max_epochs=start + ctx.max_iterations,
     )
+    if ctx.checkpoint_interval is not None:
+        config["save_frequency"] = ctx.checkpoint_interval
     if str(ctx.device).startswith("cpu"):
         params["config"] = CpuPinnedConfig(config)
     params["seed"] = ctx.seed
@@ -134,3 +145,23 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
 def checkpoint_iteration(path: Path, agent_cfg: dict) -> int:
     """Iterations (rl_games epochs) a checkpoint had finished."""
     return int(torch.load(path, map_location="cpu", weights_only=True)["epoch"])
+
+
+def find_checkpoints(run_dir: Path, agent_cfg: dict, ml_framework: str) -> list[tuple[int, Path]]:
+    """rl_games' checkpoints in ``nn/``, with the epochs each had finished.
+
+    Periodic and final ones carry the epoch in their name (``last_<name>_ep_<epoch>_rew_<reward>.pth``, rlscale's
+    ``model_<epoch>.pth``); the best-reward one (``<name>.pth``) does not, so its epoch is read from the file, and it
+    is left out if it cannot be read.
+    """
+    found = []
+    for path in Path(run_dir, "nn").glob("*.pth"):
+        if path.name.startswith("."):  # an unfinished atomic write
+            continue
+        match = re.search(r"(?:^model_|_ep_)(\d+)(?:_rew_|\.pth$)", path.name)
+        if match:
+            found.append((int(match.group(1)), path))
+            continue
+        with contextlib.suppress(Exception):  # damaged or no rl_games checkpoint: nothing to continue from
+            found.append((checkpoint_iteration(path, agent_cfg), path))
+    return found

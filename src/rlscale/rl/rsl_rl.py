@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import torch
@@ -9,7 +10,7 @@ from rsl_rl.env import VecEnv
 from rsl_rl.runners import OnPolicyRunner
 from tensordict import TensorDict
 
-from rlscale.rl.common import TrainContext, TrainResult, library_console
+from rlscale.rl.common import TrainContext, TrainResult, atomic_path, library_console
 from rlscale.rl.dist_compat import configure_rsl_rl_runner
 from rlscale.tasks.base import VecTask
 
@@ -61,11 +62,17 @@ class _Runner(OnPolicyRunner):
         else:
             super()._configure_multi_gpu()
 
+    def save(self, path: str, infos: dict | None = None) -> None:
+        with atomic_path(path) as temporary:
+            super().save(str(temporary), infos)
+
 
 def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
     """Train with rsl_rl's ``OnPolicyRunner``; only rank 0 passes a log dir, so only it writes."""
     task.reset()  # rsl_rl never calls reset itself
     train_cfg = {key: value for key, value in agent_cfg.items() if key not in RUN_SETTINGS}
+    if ctx.checkpoint_interval is not None:
+        train_cfg["save_interval"] = ctx.checkpoint_interval
     # rsl_rl seeds nothing, so add the rank here as rl_games and skrl do themselves; rank 0's weights are broadcast.
     torch.manual_seed(ctx.seed + ctx.rank.rank)
     log_dir = str(ctx.log_dir) if ctx.rank.is_main else None
@@ -87,3 +94,13 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
 def checkpoint_iteration(path: Path, agent_cfg: dict) -> int:
     """Iterations a checkpoint had finished (rsl_rl stores the last iteration's index)."""
     return int(torch.load(path, map_location="cpu", weights_only=True)["iter"]) + 1
+
+
+def find_checkpoints(run_dir: Path, agent_cfg: dict, ml_framework: str) -> list[tuple[int, Path]]:
+    """rsl_rl's checkpoints in a run directory, with the iterations each had finished: ``model_<index>.pt``."""
+    found = []
+    for path in run_dir.glob("model_*.pt"):
+        match = re.fullmatch(r"model_(\d+)\.pt", path.name)
+        if match:
+            found.append((int(match.group(1)) + 1, path))
+    return found

@@ -9,13 +9,14 @@ from __future__ import annotations
 import copy
 import os
 import re
+import shutil
 from pathlib import Path
 
 import gymnasium
 import numpy as np
 import torch
 
-from rlscale.rl.common import TrainContext, TrainResult, library_console
+from rlscale.rl.common import TrainContext, TrainResult, atomic_path, library_console, move_into_place
 from rlscale.tasks.base import VecTask
 
 
@@ -36,7 +37,23 @@ def _spaces(task: VecTask):
     return box(task.observation_dims["policy"]), box(critic_dim) if critic_dim else None, action_space
 
 
-def _torch_wrapper(task: VecTask):
+class _RolloutEndLog:
+    """Passes the task's ``extras["log"]`` to skrl on the last step of each rollout only.
+
+    skrl's trainer calls ``.item()`` on every log value at every step it is given them (``environment_info: log``),
+    a host sync per value per step that stalls the GPU pipeline. The values only change when episodes end and repeat
+    otherwise, so one sample per rollout logs the same information.
+    """
+
+    def __init__(self, rollouts: int) -> None:
+        self.rollouts, self.steps = rollouts, 0
+
+    def info(self, extras: dict) -> dict:
+        self.steps += 1
+        return {"log": extras.get("log", {})} if self.steps % self.rollouts == 0 else {}
+
+
+def _torch_wrapper(task: VecTask, rollouts: int):
     from skrl.envs.wrappers.torch import Wrapper
 
     class SkrlTorchEnv(Wrapper):
@@ -46,6 +63,7 @@ def _torch_wrapper(task: VecTask):
             super().__init__(task)
             self._obs_space, self._state_space, self._act_space = _spaces(task)
             self._observations: dict[str, torch.Tensor] | None = None
+            self._log = _RolloutEndLog(rollouts)
 
         observation_space = property(lambda self: self._obs_space)
         state_space = property(lambda self: self._state_space)
@@ -58,7 +76,7 @@ def _torch_wrapper(task: VecTask):
 
         def step(self, actions):
             self._observations, reward, terminated, truncated, extras = task.step(actions)
-            info = {"log": extras.get("log", {})}
+            info = self._log.info(extras)
             return self._observations["policy"], reward.view(-1, 1), terminated.view(-1, 1), truncated.view(-1, 1), info
 
         def state(self):
@@ -73,7 +91,7 @@ def _torch_wrapper(task: VecTask):
     return SkrlTorchEnv()
 
 
-def _jax_wrapper(task: VecTask):
+def _jax_wrapper(task: VecTask, rollouts: int):
     import jax
     from skrl import config
     from skrl.envs.wrappers.jax import Wrapper
@@ -96,6 +114,7 @@ def _jax_wrapper(task: VecTask):
             self._device = config.jax.device if config.jax.is_distributed else jax.devices()[0]
             self._obs_space, self._state_space, self._act_space = _spaces(task)
             self._observations = None
+            self._log = _RolloutEndLog(rollouts)
 
         observation_space = property(lambda self: self._obs_space)
         state_space = property(lambda self: self._state_space)
@@ -114,7 +133,7 @@ def _jax_wrapper(task: VecTask):
                 to_jax(reward.view(-1, 1)),
                 to_jax(terminated.view(-1, 1).to(torch.int8)),
                 to_jax(truncated.view(-1, 1).to(torch.int8)),
-                {"log": extras.get("log", {})},
+                self._log.info(extras),
             )
 
         def state(self):
@@ -172,6 +191,8 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
     cfg["trainer"].update(timesteps=ctx.max_iterations * rollouts, headless=True, disable_progressbar=True)
     cfg["trainer"]["close_environment_at_exit"] = False  # rlscale closes the task itself
     cfg["agent"]["experiment"].update(directory=str(ctx.log_dir.parent), experiment_name=ctx.log_dir.name)
+    if ctx.checkpoint_interval is not None:
+        cfg["agent"]["experiment"]["checkpoint_interval"] = ctx.checkpoint_interval * rollouts
     if ctx.ml_framework == "jax":
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave the GPU's memory to the torch task
         import jax.experimental.multihost_utils  # noqa: F401  skrl 2.1.1 uses it in broadcast_parameters unimported
@@ -180,26 +201,59 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
         if ctx.rank.distributed:
             _cache_skrl_jax_pmaps()
 
-        env = _jax_wrapper(task)
+        env = _jax_wrapper(task, rollouts)
     else:
         from skrl.utils.runner.torch import Runner
 
-        env = _torch_wrapper(task)
+        env = _torch_wrapper(task, rollouts)
     with library_console(ctx.log_dir):
         runner = Runner(env, cfg)
         ctx.policy_probe.read = lambda: _policy_state(runner.agent.policy, ctx.ml_framework)
         if ctx.resume is not None:
             runner.agent.load(str(ctx.resume))
+        _write_checkpoints_atomically(runner.agent, timestep_offset=start * rollouts)
         runner.run("train")
     iterations = start + ctx.max_iterations
     checkpoint = None
     if ctx.rank.is_main:
         # skrl names periodic checkpoints by timestep and does not save the final state; save it under that scheme.
-        suffix = ".pickle" if ctx.ml_framework == "jax" else ".pt"
-        checkpoint = Path(ctx.log_dir, "checkpoints", f"agent_{iterations * rollouts}{suffix}")
+        checkpoint = Path(ctx.log_dir, "checkpoints", f"agent_{iterations * rollouts}{_suffix(ctx.ml_framework)}")
         checkpoint.parent.mkdir(parents=True, exist_ok=True)
-        runner.agent.save(str(checkpoint))
+        with atomic_path(checkpoint) as temporary:
+            runner.agent.save(str(temporary))
     return TrainResult(start_iteration=start, iterations_completed=iterations, checkpoint=checkpoint)
+
+
+def _suffix(ml_framework: str) -> str:
+    return ".pickle" if ml_framework == "jax" else ".pt"
+
+
+def _write_checkpoints_atomically(agent, timestep_offset: int) -> None:
+    """Make the agent's periodic checkpoints atomic and name them by the run's timestep, not this invocation's.
+
+    skrl writes them straight under ``<experiment>/checkpoints/`` and counts timesteps from 0 in every invocation,
+    so a resumed run would overwrite the earlier checkpoints under the wrong names. The wrapper points
+    ``write_checkpoint`` at a staging directory beside it, adds the timesteps before the resume, and moves each
+    finished file into place with a rename.
+    """
+    write = agent.write_checkpoint
+    staging = Path(agent.experiment_dir, ".checkpoints_staging")
+
+    def write_checkpoint(*, timestep: int, timesteps: int) -> None:
+        shutil.rmtree(staging, ignore_errors=True)  # what a killed write left behind
+        (staging / "checkpoints").mkdir(parents=True)
+        final = Path(agent.experiment_dir, "checkpoints")
+        agent.experiment_dir = str(staging)
+        try:
+            write(timestep=timestep + timestep_offset, timesteps=timesteps)
+        finally:
+            agent.experiment_dir = str(final.parent)
+        final.mkdir(exist_ok=True)
+        for written in (staging / "checkpoints").iterdir():
+            move_into_place(written, final / written.name)
+        shutil.rmtree(staging)
+
+    agent.write_checkpoint = write_checkpoint
 
 
 def _policy_state(policy, ml_framework: str) -> dict:
@@ -217,3 +271,11 @@ def checkpoint_iteration(path: Path, agent_cfg: dict) -> int:
     if match is None:
         raise ValueError(f"cannot tell the iteration of skrl checkpoint {path}: expected agent_<timestep>.pt|.pickle")
     return int(match.group(1)) // rollout_length(agent_cfg)
+
+
+def find_checkpoints(run_dir: Path, agent_cfg: dict, ml_framework: str) -> list[tuple[int, Path]]:
+    """skrl's whole-agent checkpoints of this framework, ``checkpoints/agent_<timestep>.pt|.pickle``, with the
+    iterations each had finished; ``best_agent`` records no timestep, so it is not a point to continue from."""
+    pattern = re.compile(rf"agent_\d+{re.escape(_suffix(ml_framework))}")
+    paths = Path(run_dir, "checkpoints").glob("agent_*")
+    return [(checkpoint_iteration(path, agent_cfg), path) for path in paths if pattern.fullmatch(path.name)]

@@ -32,12 +32,14 @@ SCALING_COLUMNS = [
     "per_rank_fps_median",
     "speedup",
     "efficiency",
+    "peer_ratio_median",
     "schema_version",
 ]
 """Columns of ``scaling.csv``, in order."""
 RECORD_COLUMNS = [
     *("path", "schema_version", "workflow", "task", "rl_library", "ml_framework", "seed", "status", "device_type"),
     *("num_envs_per_rank", "world_size", "num_nodes", "workload_scope", "measurement_scope", "global_fps"),
+    "peer_ratio",
 ]
 """Columns of :func:`load_bundles`' frame, one per field of :func:`bundle_record`."""
 COMPLETED = "completed"
@@ -65,6 +67,7 @@ def bundle_record(bundle: Mapping, path: str | Path | None = None) -> dict:
     if num_envs is None and run.get("num_envs") is not None:
         num_envs = int(run["num_envs"]) // world_size  # A single-rank bundle may omit the distributed extras.
     total_fps = runtime.get("total_fps") or {}
+    peer = runtime.get("peer") or {}
     record = {
         "path": None if path is None else str(path),
         "schema_version": bundle.get("schema_version"),
@@ -81,6 +84,7 @@ def bundle_record(bundle: Mapping, path: str | Path | None = None) -> dict:
         "workload_scope": extra.get("workload_scope"),
         "measurement_scope": extra.get("measurement_scope"),
         "global_fps": total_fps.get("mean"),
+        "peer_ratio": peer.get("ratio_total_fps_median"),
     }
     missing = [key for key in ("schema_version", "task", "num_envs_per_rank") if record[key] is None]
     if missing:
@@ -162,12 +166,15 @@ def scaling_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Return the scaling table of :data:`SCALING_COLUMNS` from bundle records (see :func:`load_bundles`).
 
     ``speedup`` is the median global FPS over the single-rank median; ``efficiency`` is ``speedup / world_size``.
+    ``peer_ratio_median`` is the median over runs of each run's rlscale ÷ peer throughput (``benchmark --peer``).
     Both are NaN where the study has no world-size-1 row for that task, library and per-rank env count.
     """
     check_compatible(frame)
     grouped = frame.groupby(CELL, dropna=False)["global_fps"]
     table = grouped.agg(n_runs="count", global_fps_median="median", global_fps_iqr=_iqr).reset_index()
     table["schema_version"] = frame.groupby(CELL, dropna=False)["schema_version"].first().to_numpy()
+    # Each bundle's own rlscale / peer ratio, both measured in that run; NaN where no run had a peer.
+    table["peer_ratio_median"] = frame.groupby(CELL, dropna=False)["peer_ratio"].median().to_numpy()
     table["per_rank_fps_median"] = table["global_fps_median"] / table["world_size"]
     single = table[table["world_size"] == 1].set_index(BASELINE)["global_fps_median"].rename("single_rank_fps")
     table = table.join(single, on=BASELINE)

@@ -24,6 +24,7 @@ from typing import TextIO
 
 from rlscale.dist import RUN_TIMESTAMP_ENV
 from rlscale.launch.command import forwarded_value
+from rlscale.launch.orphans import dying_with_this_process
 from rlscale.study.lease import LeaseError, acquire
 
 GRANT_EXIT_CODE = 3
@@ -104,11 +105,17 @@ def run_child(
     """Run ``command`` in a session of its own, forward SIGINT/SIGTERM to it, and return its exit code.
 
     The child gets the lease's lock fds, so the lease lasts while the child lives even if this process is killed.
+    Killed, this process takes the child with it (SIGTERM through the parent-death shim, which the rlscale launcher
+    passes on to its ranks), so a SIGKILLed Snakemake leaves no training behind to race its rerun.
     A child killed by signal N returns 128+N, as a shell reports it.
     """
     print(f"[study] running: {shlex.join(command)}", file=sys.stderr, flush=True)
     proc = subprocess.Popen(
-        list(command), env=dict(env), pass_fds=tuple(pass_fds), stdout=stdout, start_new_session=True
+        dying_with_this_process(command, env),
+        env=dict(env),
+        pass_fds=tuple(pass_fds),
+        stdout=stdout,
+        start_new_session=True,
     )
     previous = _forwarding_signals(proc)
     try:
@@ -377,11 +384,32 @@ def launch(
     return run_leased(command, gpus=gpus, granted=granted, world_size=world_size, rule=rule, before=before)
 
 
-def train(rlscale_args: Sequence[str], *, output: Path, **launch_kwargs) -> int:
-    """Run ``rlscale train_multigpu`` (see :func:`launch`) into a fresh ``--log_root``, then copy its manifest.
+JOB_RECORD = "job.json"
+"""The arguments of the train job that owns a ``--log_root``, kept in it."""
 
-    The log root is cleared once the job may run (a stale manifest must not pass for this run's); on several nodes
-    only the first clears it and copies the manifest, which global rank 0 writes on the shared file system.
+
+def keep_for_same_job(run_root: Path, job: Mapping) -> None:
+    """Keep ``run_root`` if an earlier attempt at this same job left it, else empty it and record ``job`` there.
+
+    The kept run directory is what ``--resume auto`` continues after a killed attempt. Any other job's (another
+    config: iterations, envs, seed...) is cleared: its checkpoints must not be continued, and its manifest must not
+    pass for this run's.
+    """
+    record = Path(run_root, JOB_RECORD)
+    with contextlib.suppress(OSError, ValueError):
+        if json.loads(record.read_text()) == job:
+            return
+    shutil.rmtree(run_root, ignore_errors=True)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(job, indent=2) + "\n")
+
+
+def train(rlscale_args: Sequence[str], *, output: Path, **launch_kwargs) -> int:
+    """Run ``rlscale train_multigpu`` (see :func:`launch`) in ``--log_root``, then copy its manifest.
+
+    Once the job may run, the log root is kept for a rerun of the same job (which passes ``--resume auto``) and
+    cleared otherwise (:func:`keep_for_same_job`); on several nodes only the first does this and copies the manifest,
+    which global rank 0 writes on the shared file system.
 
     Raises:
         ValueError: If ``rlscale_args`` has no ``--log_root``: the manifest could not be found.
@@ -389,10 +417,11 @@ def train(rlscale_args: Sequence[str], *, output: Path, **launch_kwargs) -> int:
     run_root = forwarded_value(rlscale_args, "--log_root")
     if run_root is None:
         raise ValueError("train needs --log_root among the rlscale arguments, to find the run's manifest.")
+    job = {"rlscale_args": list(rlscale_args), **launch_kwargs}
     code = launch(
         ["train_multigpu", *rlscale_args],
         rule="train",
-        before=lambda: shutil.rmtree(run_root, ignore_errors=True),
+        before=lambda: keep_for_same_job(Path(run_root), job),
         **launch_kwargs,
     )
     if code != 0 or os.environ.get("SLURM_NODEID", "0") != "0":

@@ -103,6 +103,8 @@ def summary_markdown(
         "Global FPS is `runtime.total_fps.mean` of each `training_multigpu` bundle (all ranks). Efficiency is the",
         "median global FPS over `world_size ×` the median global FPS of world size 1 at the **same per-rank env",
         "count**, task and library. IQR is the interquartile range over the runs (seeds) of a row.",
+        "peer_ratio_median is the median over runs of rlscale ÷ the hand-written torchrun + library baseline,",
+        "each measured side by side in the same run (`benchmark --peer`; – where the study ran no peer).",
         f"Evidence level: {', '.join(levels) or 'none'} (1 run explores; 3 or more independent runs screen).",
         "",
         markdown_table(shown),

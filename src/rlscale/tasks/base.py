@@ -56,6 +56,10 @@ class VecTask(ABC):
     randomise it at the start (rsl_rl's ``init_at_random_ep_len``)."""
     is_finite_horizon: bool = False
     """False: time-outs are truncations, and trainers should bootstrap the value at them."""
+    graph_capturable: bool = False
+    """True when :meth:`step` can be captured as one CUDA graph and replayed: it issues no host synchronisation,
+    updates its persistent tensors in place, draws random numbers from ``self.generator`` only, and returns tensors
+    whose shapes never change (see :mod:`rlscale.tasks.graph`)."""
 
     @abstractmethod
     def reset(self) -> tuple[Observations, dict]:

@@ -61,8 +61,10 @@ class CartpoleDirectCfg(CartpoleCfg):
 class CartpoleBase(VecTask):
     """Shared state, physics, episode bookkeeping and reset logic; subclasses define the MDP.
 
-    Public state: ``state`` (float ``(num_envs, 4)``, ``[x, theta, x_dot, theta_dot]``; may be reassigned, e.g. by
-    tests), ``params`` (:class:`CartpoleParams`) and ``generator`` (the task's seeded ``torch.Generator``).
+    Public state: ``state`` (float ``(num_envs, 4)``, ``[x, theta, x_dot, theta_dot]``), ``params``
+    (:class:`CartpoleParams`) and ``generator`` (the task's seeded ``torch.Generator``). ``state`` and
+    ``episode_length_buf`` are persistent buffers: assigning to them copies into the buffer, and :meth:`step` and
+    :meth:`reset` update them in place, so the step can be captured as a CUDA graph (:mod:`rlscale.tasks.graph`).
 
     ``extras`` returned by :meth:`step` (all tensors on the task's device):
 
@@ -88,6 +90,7 @@ class CartpoleBase(VecTask):
     """Names of the non-time-out termination terms, in the column order of :meth:`_termination_flags`."""
     time_out_offset: int
     """Time-out when ``episode_length_buf >= max_episode_length - time_out_offset``."""
+    graph_capturable = True
 
     def __init__(self, cfg: CartpoleCfg):
         """Build the batch and reset every environment.
@@ -126,23 +129,40 @@ class CartpoleBase(VecTask):
         self._log_keys = [f"Episode_Reward/{t}" for t in REWARD_TERMS] + [
             f"Episode_Termination/{t}" for t in ("time_out", *self.termination_terms)
         ]
-        self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
-        self.state = torch.zeros(n, 4, device=dev)
+        self._episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
+        self._state = torch.zeros(n, 4, device=dev)
         self._ep_steps = torch.zeros(n, dtype=torch.long, device=dev)
         self._ep_sums = torch.zeros(n, len(REWARD_TERMS), device=dev)
         self._log_values = torch.zeros(len(self._log_keys), device=dev)
         self.reset()
 
+    # --- persistent state: always updated in place, so that a captured CUDA graph of step() stays valid ----------
+
+    @property
+    def state(self) -> torch.Tensor:
+        return self._state
+
+    @state.setter
+    def state(self, value: torch.Tensor) -> None:
+        self._state.copy_(value)
+
+    @property
+    def episode_length_buf(self) -> torch.Tensor:
+        return self._episode_length_buf
+
+    @episode_length_buf.setter
+    def episode_length_buf(self, value: torch.Tensor) -> None:  # rsl_rl assigns a new tensor (init_at_random_ep_len)
+        self._episode_length_buf.copy_(value)
+
     # --- VecTask interface -------------------------------------------------------------------------------------
 
     def reset(self) -> tuple[Observations, dict]:
         """Reset every environment (fresh states from the reset ranges, zeroed counters and statistics)."""
-        self.state = self._sample_reset_states()
-        self.episode_length_buf.zero_()  # in place: a trainer may hold this tensor
+        self._state.copy_(self._sample_reset_states())
+        self._episode_length_buf.zero_()
         self._ep_steps.zero_()
         self._ep_sums.zero_()
-        # Rebound, not zeroed in place: earlier extras["log"] values are views of the old tensor.
-        self._log_values = torch.zeros_like(self._log_values)
+        self._log_values.zero_()
         return self.get_observations(), {"log": {}}
 
     def step(self, actions: torch.Tensor) -> tuple[Observations, torch.Tensor, torch.Tensor, torch.Tensor, dict]:
@@ -157,39 +177,41 @@ class CartpoleBase(VecTask):
             ``terminated`` and ``truncated`` have shape ``(num_envs,)``.
         """
         force = actions.to(self.device, torch.float32)[:, 0] * self.cfg.action_scale
-        self.state = simulate(self.state, force, self.cfg.sim_dt, self.cfg.decimation, self.params)
-        self.episode_length_buf += 1
+        state = simulate(self._state, force, self.cfg.sim_dt, self.cfg.decimation, self.params)
+        self._episode_length_buf += 1
         ep_steps = self._ep_steps + 1
 
-        term_flags = self._termination_flags(self.state)  # (N, K) bool
+        term_flags = self._termination_flags(state)  # (N, K) bool
         terminated = term_flags.any(dim=1)
-        time_out = self.episode_length_buf >= self.max_episode_length - self.time_out_offset
+        time_out = self._episode_length_buf >= self.max_episode_length - self.time_out_offset
         truncated = time_out & ~terminated  # a terminal state is never reported as a time-out
         done = terminated | time_out
 
-        reward_terms = self._reward_terms(self.state, terminated).mul_(self._reward_weights)  # (N, 5)
+        reward_terms = self._reward_terms(state, terminated).mul_(self._reward_weights)  # (N, 5)
         reward = reward_terms.sum(dim=1)
         ep_sums = self._ep_sums + reward_terms
 
         # Episode statistics as masked reductions (no indexing by done ids, which would need a sync).
         done_f = done.float()
         num_done = done_f.sum()
-        reward_means = (done_f @ ep_sums) / (num_done.clamp(min=1.0) * self.cfg.episode_length_s)
+        ended_sums = (ep_sums * done_f.unsqueeze(1)).sum(dim=0)  # elementwise, not a matmul: no cuBLAS to capture
+        reward_means = ended_sums / (num_done.clamp(min=1.0) * self.cfg.episode_length_s)
         term_counts = torch.cat((truncated.unsqueeze(1), term_flags), dim=1).sum(dim=0)
-        stats = torch.cat((reward_means, term_counts.float()))
-        self._log_values = torch.where(num_done > 0, stats, self._log_values)
+        # A fresh tensor each step: a logger may keep earlier steps' values (rsl_rl averages them per iteration).
+        log_values = torch.where(num_done > 0, torch.cat((reward_means, term_counts.float())), self._log_values)
+        self._log_values.copy_(log_values)
         extras = {
-            "log": dict(zip(self._log_keys, self._log_values.unbind(), strict=True)),
+            "log": dict(zip(self._log_keys, log_values.unbind(), strict=True)),
             "episode_return": ep_sums.sum(dim=1),
             "episode_length": ep_steps,
             "done": done,
         }
 
-        # Masked reset of the done envs only.
-        self.state = torch.where(done.unsqueeze(1), self._sample_reset_states(), self.state)
-        self.episode_length_buf.masked_fill_(done, 0)
-        self._ep_steps = ep_steps.masked_fill(done, 0)
-        self._ep_sums = ep_sums.masked_fill_(done.unsqueeze(1), 0.0)
+        # Masked reset of the done envs only, in place (see the class docstring).
+        self._state.copy_(torch.where(done.unsqueeze(1), self._sample_reset_states(), state))
+        self._episode_length_buf.masked_fill_(done, 0)
+        self._ep_steps.copy_(ep_steps).masked_fill_(done, 0)  # ep_steps itself is returned in extras
+        self._ep_sums.copy_(ep_sums).masked_fill_(done.unsqueeze(1), 0.0)
         return self.get_observations(), reward, terminated, truncated, extras
 
     def get_observations(self) -> Observations:

@@ -1,0 +1,159 @@
+"""``rlscale benchmark training --peer``: the library's plain script first, then rlscale, side by side in one bundle.
+
+The peer (:mod:`rlscale.benchmark.peer`) gets the same task, ``--num_envs``, ``--max_iterations``, ``--seed`` and
+device and, under ``training_multigpu``, the same torchrun geometry, and runs supervised like rlscale's own ranks, so
+no process of it can outlive the benchmark. Its result file reaches rlscale's ranks as the hidden ``--peer_result``;
+global rank 0 checks that the peer ran the same workload and adds ``runtime.peer`` to the bundle.
+
+Launcher side and rank side alike, nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import shlex
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from rlscale.benchmark.peer import PEER_SCRIPTS
+from rlscale.benchmark.stats import mean_std, median_rate, rate_stats
+from rlscale.launch.command import LauncherCfg, build_launch_command
+
+MIRRORED = ("task", "num_envs", "max_iterations", "seed")
+"""rlscale options passed on to the peer as given; left out, the peer resolves the same defaults from the same
+task and agent config (rank 0 checks that it did)."""
+
+NOT_MIRRORED = {
+    "agent": "--agent: the peer trains with the task's agent config as shipped",
+    "resume": "--resume: the peer trains from scratch",
+    "sync_check_interval": "--sync_check_interval: the rank-sync audit adds rlscale-only work to the timed iterations",
+}
+"""rlscale options the peer cannot mirror; ``--peer`` refuses them, with the reason."""
+
+
+class PeerMismatch(ValueError):
+    """The peer's result does not describe the workload rlscale is about to measure, or is missing."""
+
+
+def peer_argv(args: argparse.Namespace, result: Path) -> list[str]:
+    """The peer script's arguments for rlscale's parsed ``args``; ``--device cuda:N`` becomes ``cuda`` (the peer, as
+    rlscale's ranks, puts local rank r on ``cuda:r``)."""
+    argv = []
+    for name in MIRRORED:
+        if getattr(args, name) is not None:
+            argv += [f"--{name}", str(getattr(args, name))]
+    if args.device is not None:
+        argv += ["--device", args.device.partition(":")[0]]
+    return [*argv, "--output", str(result)]
+
+
+def single_process_command(args: argparse.Namespace, result: Path) -> list[str]:
+    """``python peer_<library>.py ...``: the peer of ``rlscale benchmark training``."""
+    return [sys.executable, PEER_SCRIPTS[args.rl_library], *peer_argv(args, result)]
+
+
+def torchrun_command(launcher_args: argparse.Namespace, args: argparse.Namespace, result: Path) -> list[str]:
+    """``torchrun ... peer_<library>.py ...`` with the launcher's own geometry: the peer of ``training_multigpu``.
+
+    Built by the launcher's resolver (nproc, nnodes, node rank, master or rendezvous settings, torchrun options), so
+    the two jobs differ only in the script. A given ``--rdzv_id`` gets ``-peer`` appended: the two jobs run one after
+    the other and must not share a rendezvous.
+    """
+    cfg = LauncherCfg(
+        prog="rlscale benchmark training_multigpu --peer",
+        description="peer baseline",
+        worker_script=PEER_SCRIPTS[launcher_args.rl_library],
+        worker_flags=(),
+    )
+    geometry = copy.copy(launcher_args)
+    if geometry.rdzv_id is not None:
+        geometry.rdzv_id = f"{geometry.rdzv_id}-peer"
+    return build_launch_command(geometry, peer_argv(args, result), cfg, os.environ)
+
+
+def run_peer_first(library: str, command: Callable[[Path], list[str]], measure: Callable[[Path], int]) -> int:
+    """Run the peer supervised, then ``measure(result file)``; a failed peer fails the benchmark, naming the peer.
+
+    Args:
+        library: The library whose peer runs.
+        command: The peer's command for a given result file.
+        measure: rlscale's own measurement, given the peer's result file.
+
+    Returns:
+        The peer's exit code if it failed, else ``measure``'s.
+    """
+    from rlscale.launch.supervise import run_supervised
+
+    with tempfile.TemporaryDirectory(prefix="rlscale-peer-") as folder:
+        result = Path(folder, "peer.json")
+        argv = command(result)
+        print(f"[INFO] Peer baseline (plain {library}) first: {shlex.join(argv)}", file=sys.stderr, flush=True)
+        code = run_supervised(argv)
+        if code != 0:
+            print(
+                f"[ERROR] peer baseline {Path(PEER_SCRIPTS[library]).name} (plain {library}) failed with exit code "
+                f"{code}; rlscale's own measurement was not run",
+                file=sys.stderr,
+                flush=True,
+            )
+            return code
+        return measure(result)
+
+
+def dry_run_result() -> Path:
+    """Where a ``--dry_run`` says the peer's result would go (the folder is made only at launch)."""
+    return Path(tempfile.gettempdir(), "rlscale-peer-XXXXXXXX", "peer.json")
+
+
+def load_peer_result(path: Path, expected: dict) -> dict:
+    """Read the peer's result and check it ran ``expected`` (library, task, device, seed, world size, envs per rank,
+    iterations, global steps per iteration) to the end.
+
+    Raises:
+        PeerMismatch: naming the file or the first field that differs.
+    """
+    try:
+        peer = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise PeerMismatch(
+            f"no peer result at {path} on this node: the peer's global rank 0 ran elsewhere (only a static "
+            "--master_addr rendezvous places both jobs' rank 0 on node 0) or wrote nothing"
+        ) from None
+    except (OSError, ValueError) as error:
+        raise PeerMismatch(f"peer result {path} is unreadable: {error}") from None
+    for key, value in expected.items():
+        if peer.get(key) != value:
+            raise PeerMismatch(f"the peer ran {key}={peer.get(key)!r} but rlscale runs {key}={value!r}")
+    timed = len(peer.get("iteration_s", ()))
+    if timed != expected["max_iterations"]:
+        raise PeerMismatch(f"the peer timed {timed} of its {expected['max_iterations']} iterations")
+    return peer
+
+
+def peer_section(peer: dict, rlscale_iteration_s: list[float], warmup: int) -> dict:
+    """``runtime.peer``: the peer's figures as ``runtime``'s (first ``warmup`` iterations left out) and the ratio.
+
+    The ratio compares medians of the per-iteration global rates, which one slow iteration (a collection, a page
+    fault) moves less than the effective rate; both sides have the same steps per iteration.
+    """
+    steps = peer["steps_per_iteration"]
+    measured = peer["iteration_s"][warmup:]
+    peer_median = median_rate(steps, measured)
+    rlscale_median = median_rate(steps, rlscale_iteration_s[warmup:])
+    return {
+        "library": peer["library"],
+        "iterations_completed": len(peer["iteration_s"]),
+        "iteration_time_s": mean_std(measured),
+        "total_fps": rate_stats(steps, measured),
+        "total_fps_median": peer_median,
+        "rlscale_total_fps_median": rlscale_median,
+        "ratio_total_fps_median": rlscale_median / peer_median if rlscale_median and peer_median else None,
+        "iteration_s_per_iter": peer["iteration_s"],
+        "total_wall_time_s": peer["train_s"],
+        "process_wall_time_s": peer["process_wall_time_s"],
+    }

@@ -1,0 +1,15 @@
+"""Peer baselines: for each library, the plain script one would write without rlscale, on rlscale's own task.
+
+``peer_rsl_rl.py``, ``peer_rl_games.py`` and ``peer_skrl.py`` each train with the library's own runner, the task's
+agent config and no logging, under ``python`` or ``torchrun`` as the library expects; :mod:`.peer_clock` times them
+as rlscale's ``TrackedTask`` times rlscale. ``rlscale benchmark training --peer`` runs one before its own measurement
+(:mod:`rlscale.benchmark.comparison`). File names differ from the libraries' packages because a script's folder heads
+``sys.path``.
+"""
+
+from pathlib import Path
+
+PEER_SCRIPTS = {
+    library: str(Path(__file__).resolve().with_name(f"peer_{library}.py")) for library in ("rsl_rl", "rl_games", "skrl")
+}
+"""Library → path of its peer script."""

@@ -1,0 +1,228 @@
+"""``rlscale train --resume auto`` and atomic checkpoints: continuing a run in place, from its newest checkpoint that
+loads, on one device, on two CPU ranks, and as a Snakemake train job rerun after its ``snakemake`` was SIGKILLed."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+
+from rlscale.resume import latest_run, newest_loadable
+from rlscale.rl.common import atomic_path
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+PATHS = [("rsl_rl", "torch"), ("rl_games", "torch"), ("skrl", "torch"), ("skrl", "jax")]
+TRAIN = ["--task", "Isaac-Cartpole-Direct", "--num_envs", "16", "--device", "cpu", "--resume", "auto"]
+
+
+def rlscale(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "rlscale", *args], capture_output=True, text=True, timeout=timeout, env=ENV
+    )
+
+
+def rank0_manifests(log_root: Path) -> list[dict]:
+    return [json.loads(path.read_text()) for path in log_root.glob("*/*/*/manifest.json")]
+
+
+class TestAtomicWrite:
+    def test_interrupted_write_leaves_nothing_under_the_name(self, tmp_path):
+        """An exception (Ctrl-C, SIGTERM) during the write removes the temporary; the name never appears."""
+        with pytest.raises(KeyboardInterrupt), atomic_path(tmp_path / "model_9.pt") as temporary:
+            temporary.write_bytes(b"half a checkpoint")
+            raise KeyboardInterrupt
+        assert list(tmp_path.iterdir()) == []
+
+    def test_sigkilled_write_leaves_only_a_hidden_file(self, tmp_path):
+        """SIGKILL during the write runs no cleanup: a hidden temporary stays, which no discovery picks."""
+        code = (
+            "import os, signal, sys\n"
+            "from rlscale.rl.common import atomic_path\n"
+            "with atomic_path(sys.argv[1]) as temporary:\n"
+            "    temporary.write_bytes(b'half a checkpoint')\n"
+            "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        )
+        result = subprocess.run([sys.executable, "-c", code, str(tmp_path / "model_9.pt")], env=ENV)
+        assert result.returncode == -signal.SIGKILL
+        assert [path.name.startswith(".") for path in tmp_path.iterdir()] == [True]
+        from rlscale.rl import rsl_rl
+
+        assert rsl_rl.find_checkpoints(tmp_path, {}, "torch") == []
+
+    def test_completed_write_is_renamed_into_place(self, tmp_path):
+        with atomic_path(tmp_path / "model_9.pt") as temporary:
+            torch.save({"iter": 9}, temporary)
+        assert [path.name for path in tmp_path.iterdir()] == ["model_9.pt"]
+        assert torch.load(tmp_path / "model_9.pt", weights_only=True) == {"iter": 9}
+
+
+class TestSelection:
+    def test_newest_loadable_below_the_total(self, tmp_path):
+        """The most iterations wins, unless it does not load or leaves nothing to train; skips are reported."""
+        for iterations in (2, 4, 6, 8):
+            torch.save({"iter": iterations}, tmp_path / f"{iterations}.pt")
+        (tmp_path / "6.pt").write_bytes((tmp_path / "6.pt").read_bytes()[:100])  # truncated
+        candidates = [(iterations, tmp_path / f"{iterations}.pt") for iterations in (2, 4, 6, 8)]
+        skipped = []
+        chosen = newest_loadable(candidates, "torch", below=8, skipped=lambda path, error: skipped.append(path))
+        assert chosen == tmp_path / "4.pt" and skipped == [tmp_path / "6.pt"]
+        assert newest_loadable(candidates, "torch", below=2, skipped=skipped.append) is None
+
+    def test_latest_run_of_the_same_name_and_framework(self, tmp_path):
+        """Only run directories whose manifest records the same --run_name and framework qualify; the last written
+        one wins."""
+
+        def run(name: str, run_name: str | None, framework: str = "torch") -> Path:
+            path = tmp_path / name / "manifest.json"
+            path.parent.mkdir()
+            path.write_text(json.dumps({"args": {"run_name": run_name, "ml_framework": framework}}))
+            time.sleep(0.01)  # distinct modification times
+            return path.parent
+
+        run("a_x", "x")
+        newer = run("b_x", "x")
+        run("c_y", "y")
+        run("d_x", "x", "jax")
+        (tmp_path / "e").mkdir()  # no manifest: not a run
+        assert latest_run(tmp_path, "x", "torch") == newer
+        assert latest_run(tmp_path, None, "torch") is None
+
+
+class TestResumeAuto:
+    @pytest.mark.parametrize(("library", "framework"), PATHS)
+    def test_continues_the_latest_run_in_place(self, tmp_path, library, framework):
+        """From scratch at first; the rerun with a larger total continues the same run directory from its final
+        checkpoint and trains only the rest."""
+        args = [*TRAIN, "--rl_library", library, "--ml_framework", framework, "--log_root", str(tmp_path)]
+        first = rlscale("train", *args, "--max_iterations", "3")
+        assert first.returncode == 0, first.stderr[-3000:]
+        assert "--resume auto: starting from scratch in" in first.stdout
+        second = rlscale("train", *args, "--max_iterations", "5")
+        assert second.returncode == 0, second.stderr[-3000:]
+        [manifest] = rank0_manifests(tmp_path)  # one run directory: the rerun appended to it
+        assert (manifest["start_iteration"], manifest["iterations_completed"]) == (3, 5)
+        assert [record["iteration"] for record in manifest["iterations"]] == [3, 4]
+        assert Path(manifest["resumed_from"]).name in second.stdout and "(3/5)" in second.stdout
+        assert Path(manifest["resumed_from"]).parent.is_relative_to(manifest["run_dir"])
+
+    def test_truncated_newest_checkpoint_is_skipped(self, tmp_path):
+        """A damaged newest checkpoint is passed over, with a line saying so, for the one before it."""
+        args = [*TRAIN, "--checkpoint_interval", "2", "--log_root", str(tmp_path)]
+        first = rlscale("train", *args, "--max_iterations", "6")
+        assert first.returncode == 0, first.stderr[-3000:]
+        run_dir = Path(rank0_manifests(tmp_path)[0]["run_dir"])
+        assert sorted(path.name for path in run_dir.glob("model_*.pt")) == [f"model_{i}.pt" for i in (0, 2, 4, 5)]
+        newest = run_dir / "model_5.pt"
+        newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
+        second = rlscale("train", *args, "--max_iterations", "8")
+        assert second.returncode == 0, second.stderr[-3000:]
+        assert f"--resume auto: skipping {newest}, it cannot be loaded (" in second.stderr
+        [manifest] = rank0_manifests(tmp_path)
+        assert manifest["resumed_from"] == str(run_dir / "model_4.pt")
+        assert (manifest["start_iteration"], manifest["iterations_completed"]) == (5, 8)
+
+    def test_two_ranks_continue_one_run(self, tmp_path):
+        """Both ranks of a job pick the same run directory: rank 1 writes in its rank_1/ and rank 0's checkpoint
+        is where both continue from."""
+        args = ["train_multigpu", "--num_gpus", "2", *TRAIN, "--log_root", str(tmp_path)]
+        first = rlscale(*args, "--max_iterations", "2")
+        assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+        second = rlscale(*args, "--max_iterations", "4")
+        assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+        [manifest] = rank0_manifests(tmp_path)
+        rank1 = json.loads(Path(manifest["run_dir"], "rank_1", "manifest.json").read_text())
+        assert manifest["resumed_from"] == rank1["resumed_from"] == str(Path(manifest["run_dir"], "model_1.pt"))
+        assert (rank1["start_iteration"], rank1["iterations_completed"]) == (2, 4)
+        assert len(set(manifest["rank_param_digests"])) == 1
+
+    def test_bad_checkpoint_interval_is_refused(self, tmp_path):
+        result = rlscale("train", *TRAIN, "--checkpoint_interval", "0", "--log_root", str(tmp_path / "logs"))
+        assert result.returncode == 2
+        assert [line for line in result.stderr.splitlines() if "error:" in line] == [
+            "rlscale train: error: --checkpoint_interval must be at least 1 (got 0)"
+        ]
+        assert not (tmp_path / "logs").exists()
+
+
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+STUDY_CONFIG = [str(ROOT / "config" / "config.yaml"), str(ROOT / ".test" / "config" / "config.yaml")]
+TOTAL = 40
+INTERVAL = 5
+
+
+def processes_in(directory: Path) -> list[psutil.Process]:
+    """Live processes working in ``directory`` (Snakemake's jobs, launchers and ranks all run in its workdir)."""
+    found = []
+    for process in psutil.process_iter(["cwd", "status"]):
+        if process.info["cwd"] == str(directory) and process.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(process)
+    return found
+
+
+class TestSnakemakeRerun:
+    def test_killed_train_job_continues_from_its_last_checkpoint(self, tmp_path):
+        """SIGKILL of snakemake's process group mid-training takes the job's launcher and ranks down too; after
+        `snakemake --unlock`, `--rerun-incomplete` continues the train job from its last checkpoint to the total, and
+        the final checkpoint loads."""
+        overlay = tmp_path / "resume.yaml"
+        overlay.write_text(
+            f"world_sizes: [1]\niterations: {{validate: 2, train: {TOTAL}, benchmark: 4}}\n"
+            f"checkpoint_interval: {INTERVAL}\n"
+        )
+        workdir = tmp_path / "study"
+        workdir.mkdir()
+        target = "results/ci_tiny/train/Isaac-Cartpole-Direct/rsl_rl/ws1/manifest.json"
+        env = {**ENV, "RLSCALE_LEASE_DIR": str(tmp_path / "lease")}
+
+        def snakemake(*args: str) -> list[str]:
+            return [SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), *args]
+
+        job = [target, "--cores", "2", "--rerun-incomplete", "--configfile", *STUDY_CONFIG, str(overlay)]
+        run_root = workdir / target.replace("manifest.json", "run")
+        first = subprocess.Popen(snakemake(*job), cwd=workdir, env=env, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 120
+            # rsl_rl's model_<i>.pt holds i + 1 iterations: wait for the second periodic checkpoint.
+            while not list(run_root.rglob(f"model_{INTERVAL}.pt")) and time.monotonic() < deadline:
+                assert first.poll() is None, "snakemake ended before it could be killed"
+                time.sleep(0.05)
+            assert list(run_root.rglob(f"model_{INTERVAL}.pt")), "no checkpoint within 120 s"
+        finally:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait()
+        killed = time.monotonic()
+        while processes_in(workdir) and time.monotonic() < killed + 30:
+            time.sleep(0.2)
+        assert not processes_in(workdir), [process.cmdline()[:4] for process in processes_in(workdir)]
+        assert not (workdir / target).exists()
+        [stopped] = [json.loads(path.read_text()) for path in run_root.glob("*/*/*/manifest.json")]
+        assert stopped["status"] == "interrupted"  # the launcher got SIGTERM as its job script died
+        checkpoints = {int(re.search(r"\d+", path.name).group()): path for path in run_root.rglob("model_*.pt")}
+        last = max(checkpoints)
+        assert last < TOTAL - 1, "the job finished before the kill"
+        torch.load(checkpoints[last], weights_only=True)
+        print(f"all gone {time.monotonic() - killed:.1f} s after SIGKILL; last checkpoint model_{last}.pt")
+
+        unlock = subprocess.run(snakemake("--unlock", "--configfile", *STUDY_CONFIG, str(overlay)), env=env)
+        assert unlock.returncode == 0
+        rerun = subprocess.run(snakemake(*job), cwd=workdir, env=env, capture_output=True, text=True, timeout=180)
+        assert rerun.returncode == 0, rerun.stderr[-4000:]
+        manifest = json.loads((workdir / target).read_text())
+        assert manifest["status"] == "completed"
+        assert workdir / manifest["resumed_from"] == checkpoints[last]  # paths relative to the workdir
+        assert (manifest["start_iteration"], manifest["iterations_completed"]) == (last + 1, TOTAL)
+        assert [record["iteration"] for record in manifest["iterations"]] == list(range(last + 1, TOTAL))
+        final = torch.load(workdir / manifest["checkpoint"], weights_only=True)
+        assert final["iter"] == TOTAL - 1
+        log = (workdir / "logs" / "ci_tiny" / "train" / "Isaac-Cartpole-Direct" / "rsl_rl" / "ws1.log").read_text()
+        assert f"--resume auto: continuing from model_{last}.pt ({last + 1}/{TOTAL})" in log

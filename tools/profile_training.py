@@ -1,0 +1,104 @@
+"""Profile a few iterations of ``rlscale train`` with the torch profiler: where an iteration's time goes.
+
+Usage (one rank, or each rank under torchrun with ``--distributed``):
+
+    python tools/profile_training.py --out DIR [--first 3 --count 3] -- <rlscale train arguments>
+
+Writes, per rank, ``DIR/rank<r>_table.txt`` (operators by host and device time), ``DIR/rank<r>_trace.json`` (a
+Chrome trace) and ``DIR/rank<r>_summary.json``: per profiled iteration the wall time, the collection and update
+split, the host time inside ``env.step`` and the device's busy time, plus kernel launches per iteration. A GPU busy
+for a small share of the wall time with many launches per step means the loop is launch-bound on the host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--first", type=int, default=3, help="first profiled iteration (after warm-up)")
+    parser.add_argument("--count", type=int, default=3, help="profiled iterations")
+    own, train_argv = parser.parse_known_args()
+    train_argv = [arg for arg in train_argv if arg != "--"]
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+    from rlscale.dist import rank_info
+    from rlscale.train import execute, parse_args
+
+    args, agent_cfg = parse_args(train_argv)
+    rank = rank_info().rank
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device != "cpu" else [])
+    profiler = profile(
+        activities=activities, schedule=schedule(wait=own.first - 1, warmup=1, active=own.count, repeat=1)
+    )
+    env_step_s: dict[int, float] = {}
+    current = {"iteration": -1}
+
+    def on_tracking(tracked) -> None:
+        inner_step, library_start = tracked.task.step, tracked.on_iteration_start
+
+        def timed_step(actions):
+            started = time.perf_counter()
+            with record_function("env.step"):
+                result = inner_step(actions)
+            it = current["iteration"]
+            env_step_s[it] = env_step_s.get(it, 0.0) + time.perf_counter() - started
+            return result
+
+        def on_iteration_start(iteration: int) -> None:
+            if current["iteration"] >= 0:
+                profiler.step()
+            current["iteration"] = iteration
+            library_start(iteration)
+
+        tracked.task.step = timed_step
+        tracked.on_iteration_start = on_iteration_start
+
+    profiler.start()
+    outcome = execute(args, agent_cfg, on_tracking=on_tracking)
+    profiler.stop()
+
+    own.out.mkdir(parents=True, exist_ok=True)
+    averages = profiler.key_averages()
+    sort = "self_cuda_time_total" if args.device != "cpu" else "self_cpu_time_total"
+    table = averages.table(sort_by=sort, row_limit=40) + "\n\n" + averages.table(sort_by="cpu_time_total", row_limit=40)
+    (own.out / f"rank{rank}_table.txt").write_text(table)
+    profiler.export_chrome_trace(str(own.out / f"rank{rank}_trace.json"))
+    launches = sum(event.count for event in averages if event.key in ("cudaLaunchKernel", "cuLaunchKernel"))
+    device_busy_us = sum(getattr(event, "self_device_time_total", 0) for event in averages)
+    profiled = [record for record in outcome.records if own.first <= record.iteration < own.first + own.count]
+    summary = {
+        "argv": train_argv,
+        "status": outcome.status,
+        "profiled_iterations": [
+            {
+                "iteration": record.iteration,
+                "iteration_s": record.iteration_s,
+                "collection_s": record.collection_s,
+                "update_s": record.iteration_s - record.collection_s,
+                "env_step_host_s": env_step_s.get(record.iteration),
+            }
+            for record in profiled
+        ],
+        "kernel_launches_per_iteration": launches / max(1, own.count),
+        "device_busy_s_per_iteration": device_busy_us / 1e6 / max(1, own.count),
+        "median_iteration_s_all": sorted(r.iteration_s for r in outcome.records[1:])[len(outcome.records[1:]) // 2]
+        if len(outcome.records) > 1
+        else None,
+        "max_memory_allocated_gib": torch.cuda.max_memory_allocated() / 2**30 if args.device != "cpu" else None,
+    }
+    (own.out / f"rank{rank}_summary.json").write_text(json.dumps(summary, indent=2))
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
