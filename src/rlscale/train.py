@@ -152,8 +152,10 @@ def parse_args(
     from rlscale.tasks import UnknownTaskError, get_spec, load_agent_cfg
 
     try:
-        get_spec(args.task)
-    except UnknownTaskError as error:
+        spec = get_spec(args.task)
+        if spec.check_available is not None:
+            spec.check_available()
+    except (UnknownTaskError, ImportError) as error:
         parser.error(f"--task: {error}")
     args.device = _resolve_device(parser, args.device)
     if args.resume not in (None, AUTO):

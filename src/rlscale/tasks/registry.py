@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 
@@ -18,12 +19,15 @@ class TaskSpec:
     """What the registry knows about one task."""
 
     task_id: str
-    task_class: type[VecTask]
+    task_class: Callable[[TaskCfg], VecTask]
+    """The task's class, or a factory that imports a heavy backend only when called."""
     cfg_class: type[TaskCfg]
     agent_cfg_files: dict[str, str]
     """Library name → YAML file name, relative to the ``agents/`` folder next to the task's module."""
     agent_package: str
     """Package holding that ``agents/`` folder."""
+    check_available: Callable[[], None] | None = None
+    """Raises ImportError, with one line saying what to install, when the task's optional backend is missing."""
 
 
 _REGISTRY: dict[str, TaskSpec] = {}
@@ -34,9 +38,15 @@ class UnknownTaskError(ValueError):
 
 
 def register_task(
-    task_id: str, task_class: type[VecTask], cfg_class: type[TaskCfg], agent_cfg_files: dict[str, str], package: str
+    task_id: str,
+    task_class: Callable[[TaskCfg], VecTask],
+    cfg_class: type[TaskCfg],
+    agent_cfg_files: dict[str, str],
+    package: str,
+    check_available: Callable[[], None] | None = None,
 ) -> None:
-    """Register a task under a case-sensitive id.
+    """Register a task under a case-sensitive id; ``check_available`` lets ``rlscale train`` refuse it in one line
+    when an optional backend is missing.
 
     Raises:
         ValueError: if the id is taken or an agent config names an unknown library.
@@ -46,7 +56,7 @@ def register_task(
     unknown = set(agent_cfg_files) - set(RL_LIBRARIES)
     if unknown:
         raise ValueError(f"task {task_id!r}: agent configs for unknown libraries {sorted(unknown)}")
-    _REGISTRY[task_id] = TaskSpec(task_id, task_class, cfg_class, dict(agent_cfg_files), package)
+    _REGISTRY[task_id] = TaskSpec(task_id, task_class, cfg_class, dict(agent_cfg_files), package, check_available)
 
 
 def list_tasks() -> list[str]:
@@ -89,4 +99,5 @@ def load_agent_cfg(task_id: str, rl_library: str) -> dict:
 
 def _load_builtin_tasks() -> None:
     # Importing the task packages runs their register_task calls; deferred so `import rlscale` stays light.
+    import rlscale.tasks.ant  # noqa: F401
     import rlscale.tasks.cartpole  # noqa: F401

@@ -1,0 +1,245 @@
+"""The MJX backend: one jitted JAX function steps, scores and auto-resets every env; torch sees it through DLPack.
+
+A subclass gives the MJCF and the MDP as pure per-env JAX functions (:meth:`MjxVecTask._observe` and friends); this
+class vmaps them over the envs and owns the rest: the model on the rank's JAX device, the decimation loop
+(``lax.fori_loop`` over ``mjx.step``, so compile time does not grow with it), episode bookkeeping and masked resets
+in the same function, with the PRNG key carried in the state and seeded from ``cfg.seed``.
+
+Torch and JAX share memory: outputs reach torch with ``torch.from_dlpack`` and actions reach JAX with
+``jnp.from_dlpack``, no copy when both sit on one device. JAX arrays are immutable, so every step returns fresh
+buffers; the torch views stay valid after later steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # before JAX initialises: torch shares the GPU
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import mujoco  # noqa: E402
+import torch  # noqa: E402
+from mujoco import mjx  # noqa: E402
+
+from rlscale.tasks.base import Observations, VecTask  # noqa: E402
+from rlscale.tasks.mjx import MjxTaskCfg  # noqa: E402
+
+_COMPILED: dict[tuple, tuple] = {}
+"""(task class, cfg without seed, JAX device) → (compiled step, compiled reset): compile once per process."""
+
+
+def jax_device_for(device: torch.device) -> jax.Device:
+    """The JAX device that holds the same memory as a torch device (for CUDA, the same local index)."""
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return jax.devices("cuda")[index]
+    if device.type == "cpu":
+        return jax.devices("cpu")[0]
+    raise ValueError(f"MJX tasks run on cpu or cuda devices, not {device}")
+
+
+def quat_rotate_inverse(quat: jax.Array, vec: jax.Array) -> jax.Array:
+    """Rotate a world-frame vector into the body frame of a unit quaternion ``(w, x, y, z)``."""
+    w, xyz = quat[0], quat[1:]
+    return vec * (2.0 * w * w - 1.0) - 2.0 * w * jnp.cross(xyz, vec) + 2.0 * xyz * jnp.dot(xyz, vec)
+
+
+class MjxVecTask(VecTask):
+    """A batch of MJX worlds as a :class:`VecTask`; see the module docstring.
+
+    Subclasses set :attr:`mjcf`, :attr:`reward_terms`, :attr:`termination_terms`, :attr:`observation_dims` and
+    implement the per-env hooks. ``extras`` follow :class:`rlscale.tasks.cartpole.env.CartpoleBase`: ``"log"``
+    holds ``Episode_Reward/<term>`` (episodic sum / ``episode_length_s``, mean over the envs that ended) and
+    ``Episode_Termination/<term>`` (counts, ``time_out`` for truncations only), repeating the last values on steps
+    where no episode ended; ``"episode_return"``, ``"episode_length"`` (long) and ``"done"``.
+
+    Attributes:
+        compile_s: Seconds spent compiling the step and reset functions in this constructor (0 when an earlier task
+            of the same config in this process had compiled them).
+    """
+
+    mjcf: str
+    reward_terms: tuple[str, ...]
+    termination_terms: tuple[str, ...]
+    graph_capturable = False  # JAX runs its own executables: nothing for a torch CUDA graph to capture
+
+    def __init__(self, cfg: MjxTaskCfg):
+        self.cfg = cfg
+        self.num_envs = cfg.num_envs
+        self.device = torch.device(cfg.device)
+        self.jax_device = jax_device_for(self.device)
+        self.step_dt = cfg.sim_dt * cfg.decimation
+        self.max_episode_length = math.ceil(cfg.episode_length_s / self.step_dt)
+        self.is_finite_horizon = False
+        if cfg.jax_cache_dir is not None:
+            jax.config.update("jax_compilation_cache_dir", cfg.jax_cache_dir)
+
+        self.mj_model = mujoco.MjModel.from_xml_string(self.mjcf)
+        self.mj_model.opt.timestep = cfg.sim_dt
+        self.num_actions = self.mj_model.nu
+        self.model = mjx.put_model(self.mj_model, device=self.jax_device)
+        self._data0 = mjx.make_data(self.mj_model, device=self.jax_device)
+        self._reward_weights = jnp.asarray(self.reward_weights(), jnp.float32) * self.step_dt
+        self._log_keys = [f"Episode_Reward/{t}" for t in self.reward_terms] + [
+            f"Episode_Termination/{t}" for t in ("time_out", *self.termination_terms)
+        ]
+
+        key = jax.device_put(jax.random.PRNGKey(cfg.seed), self.jax_device)
+        actions = jax.device_put(jnp.zeros((self.num_envs, self.num_actions), jnp.float32), self.jax_device)
+        cache_key = (type(self).__qualname__, repr(dataclasses.replace(cfg, seed=0)), str(self.jax_device))
+        started = time.perf_counter()
+        if cache_key not in _COMPILED:
+            reset = jax.jit(self._reset_all).lower(key).compile()
+            _COMPILED[cache_key] = (jax.jit(self._step).lower(reset(key)[0], actions).compile(), reset)
+        self._step_fn, self._reset_fn = _COMPILED[cache_key]
+        self.compile_s = time.perf_counter() - started
+        self._state = None
+        self._key = key
+        self.reset()
+
+    # --- MDP hooks: pure JAX on one env (vmapped by this class) ------------------------------------------------
+
+    def reward_weights(self) -> tuple[float, ...]:
+        """Weight of each term in :attr:`reward_terms` order (multiplied by ``step_dt``, as Isaac Lab's manager)."""
+        raise NotImplementedError
+
+    def _sample_reset(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """A fresh ``(qpos, qvel)``."""
+        raise NotImplementedError
+
+    def _control(self, action: jax.Array) -> jax.Array:
+        """Actuator controls ``(nu,)`` for an action."""
+        raise NotImplementedError
+
+    def _observe(self, data: mjx.Data, last_action: jax.Array) -> jax.Array:
+        """Policy observation ``(observation_dims["policy"],)``."""
+        raise NotImplementedError
+
+    def _termination_flags(self, data: mjx.Data) -> jax.Array:
+        """Bool ``(len(termination_terms),)``."""
+        raise NotImplementedError
+
+    def _reward_values(
+        self, data: mjx.Data, action: jax.Array, last_action: jax.Array, terminated: jax.Array
+    ) -> jax.Array:
+        """Unweighted terms ``(len(reward_terms),)``."""
+        raise NotImplementedError
+
+    # --- the jitted functions (batched) ------------------------------------------------------------------------
+
+    def _fresh_data(self, key: jax.Array) -> mjx.Data:
+        qpos, qvel = jax.vmap(self._sample_reset)(jax.random.split(key, self.num_envs))
+        return jax.vmap(lambda q, v: self._data0.replace(qpos=q, qvel=v))(qpos, qvel)
+
+    def _reset_all(self, key: jax.Array) -> tuple[dict, jax.Array]:
+        key, sub = jax.random.split(key)
+        n = self.num_envs
+        state = {
+            "data": self._fresh_data(sub),
+            "last_action": jnp.zeros((n, self.num_actions), jnp.float32),
+            "episode_length": jnp.zeros(n, jnp.int32),
+            "ep_steps": jnp.zeros(n, jnp.int32),
+            "ep_sums": jnp.zeros((n, len(self.reward_terms)), jnp.float32),
+            "log": jnp.zeros(len(self._log_keys), jnp.float32),
+            "key": key,
+        }
+        return state, jax.vmap(self._observe)(state["data"], state["last_action"])
+
+    def _step(self, state: dict, actions: jax.Array) -> tuple[dict, tuple]:
+        data = state["data"].replace(ctrl=jax.vmap(self._control)(actions))
+        step_all = jax.vmap(mjx.step, in_axes=(None, 0))
+        data = jax.lax.fori_loop(0, self.cfg.decimation, lambda _, d: step_all(self.model, d), data)
+        episode_length = state["episode_length"] + 1
+        ep_steps = state["ep_steps"] + 1
+
+        term_flags = jax.vmap(self._termination_flags)(data)
+        terminated = term_flags.any(axis=1)
+        time_out = episode_length >= self.max_episode_length
+        truncated = time_out & ~terminated
+        done = terminated | time_out
+
+        terms = jax.vmap(self._reward_values)(data, actions, state["last_action"], terminated) * self._reward_weights
+        reward = terms.sum(axis=1)
+        ep_sums = state["ep_sums"] + terms
+        done_f = done.astype(jnp.float32)
+        num_done = done_f.sum()
+        reward_means = (ep_sums * done_f[:, None]).sum(axis=0) / (
+            jnp.maximum(num_done, 1.0) * self.cfg.episode_length_s
+        )
+        term_counts = jnp.concatenate((truncated[:, None], term_flags), axis=1).sum(axis=0).astype(jnp.float32)
+        log = jnp.where(num_done > 0, jnp.concatenate((reward_means, term_counts)), state["log"])
+
+        key, sub = jax.random.split(state["key"])
+        fresh = self._fresh_data(sub)
+        data = jax.tree_util.tree_map(
+            lambda new, old: jnp.where(done.reshape((-1,) + (1,) * (old.ndim - 1)), new, old), fresh, data
+        )
+        last_action = jnp.where(done[:, None], 0.0, actions)
+        new_state = {
+            "data": data,
+            "last_action": last_action,
+            "episode_length": jnp.where(done, 0, episode_length),
+            "ep_steps": jnp.where(done, 0, ep_steps),
+            "ep_sums": jnp.where(done[:, None], 0.0, ep_sums),
+            "log": log,
+            "key": key,
+        }
+        observations = jax.vmap(self._observe)(data, last_action)
+        return new_state, (observations, reward, terminated, truncated, done, ep_sums.sum(axis=1), ep_steps, log)
+
+    # --- VecTask interface -------------------------------------------------------------------------------------
+
+    @property
+    def episode_length_buf(self) -> torch.Tensor:
+        """A long copy of the JAX counter; assign a tensor to change it (rsl_rl's ``init_at_random_ep_len``)."""
+        return torch.from_dlpack(self._state["episode_length"]).long()
+
+    @episode_length_buf.setter
+    def episode_length_buf(self, value: torch.Tensor) -> None:
+        lengths = jnp.from_dlpack(value.detach().to(self.device, torch.int32).contiguous())
+        self._state = {**self._state, "episode_length": jnp.array(lengths, copy=True)}  # not aliasing torch's
+
+    def reset(self) -> tuple[Observations, dict]:
+        """Reset every env (fresh states, zeroed counters and statistics); the PRNG key carries on."""
+        self._state, observations = self._reset_fn(self._key)
+        self._key = self._state["key"]
+        self._observations = torch.from_dlpack(observations)
+        return self.get_observations(), {"log": {}}
+
+    def step(self, actions: torch.Tensor) -> tuple[Observations, torch.Tensor, torch.Tensor, torch.Tensor, dict]:
+        """One control step of every env, with the finished ones reset; see :class:`MjxVecTask` for ``extras``."""
+        actions = jnp.from_dlpack(actions.detach().to(self.device, torch.float32).contiguous())
+        self._state, outputs = self._step_fn(self._state, actions)
+        self._key = self._state["key"]
+        observations, reward, terminated, truncated, done, episode_return, episode_length, log = (
+            torch.from_dlpack(output) for output in outputs
+        )
+        self._observations = observations
+        extras = {
+            "log": dict(zip(self._log_keys, log.unbind(), strict=True)),
+            "episode_return": episode_return,
+            "episode_length": episode_length.long(),
+            "done": done,
+        }
+        return self.get_observations(), reward, terminated, truncated, extras
+
+    def get_observations(self) -> Observations:
+        """Observation group ``policy``: a read-only view of JAX's buffer (every step makes a new one)."""
+        return {"policy": self._observations}
+
+    @property
+    def qpos(self) -> torch.Tensor:
+        """Generalised positions ``(num_envs, nq)``, a view of JAX's buffer."""
+        return torch.from_dlpack(self._state["data"].qpos)
+
+    def write_state(self, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        """Overwrite the simulated state of every env (for tests and scripted starts); counters are kept."""
+        data = self._state["data"].replace(
+            qpos=jnp.array(jnp.from_dlpack(qpos.to(self.device, torch.float32).contiguous()), copy=True),
+            qvel=jnp.array(jnp.from_dlpack(qvel.to(self.device, torch.float32).contiguous()), copy=True),
+        )
+        self._state = {**self._state, "data": data}

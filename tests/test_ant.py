@@ -1,0 +1,179 @@
+"""Rlscale-Ant on the MJX backend (CPU JAX): stepping and resets, the DLPack path, and training end to end.
+
+MJX's compile dominates on CPU, so every process here shares one persistent JAX compilation cache and the XLA CPU
+backend's cheap optimisation level (``FAST_COMPILE``): both change compile time only, not results.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from rlscale.tasks import list_tasks, make_task
+
+HAS_MJX = importlib.util.find_spec("mujoco") is not None and importlib.util.find_spec("mujoco.mjx") is not None
+requires_mjx = pytest.mark.skipif(not HAS_MJX, reason="mujoco.mjx not installed (pip install 'rlscale[mjx]')")
+FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+NUM_ENVS = 16
+
+
+@pytest.fixture(scope="module")
+def jax_env(tmp_path_factory):
+    """Environment for every JAX process of this module: the shared cache and the fast-compile flags."""
+    return {
+        "JAX_COMPILATION_CACHE_DIR": str(tmp_path_factory.mktemp("jax_cache")),
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "XLA_FLAGS": FAST_COMPILE,
+    }
+
+
+@pytest.fixture(scope="module")
+def task(jax_env):
+    saved = {key: os.environ.get(key) for key in jax_env}
+    os.environ.update(jax_env)  # read when JAX's CPU backend starts (unless another test started it already)
+    try:
+        task = make_task("Rlscale-Ant", num_envs=NUM_ENVS, seed=3, jax_cache_dir=jax_env["JAX_COMPILATION_CACHE_DIR"])
+    finally:
+        for key, value in saved.items():
+            os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
+    print(f"Rlscale-Ant compile_s={task.compile_s:.1f}")
+    return task
+
+
+def rlscale(*args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "rlscale", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1", **env},
+    )
+
+
+class TestRegistration:
+    def test_listed_without_importing_jax_or_mujoco(self):
+        code = "import sys; from rlscale.tasks import list_tasks; ids = list_tasks(); print('Rlscale-Ant' in ids, "
+        code += "any(m.split('.')[0] in ('jax', 'mujoco') for m in sys.modules))"
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert result.stdout.split() == ["True", "False"], result.stderr
+        assert "Rlscale-Ant" in list_tasks()
+
+    def test_without_the_extra_one_line_names_it(self, monkeypatch):
+        from rlscale.tasks.mjx import MjxUnavailableError
+
+        monkeypatch.setitem(sys.modules, "mujoco", None)  # makes `import mujoco` fail, as on a base install
+        with pytest.raises(
+            MjxUnavailableError, match=r"^Rlscale-Ant needs MuJoCo MJX and JAX: pip install 'rlscale\[mjx\]'$"
+        ):
+            make_task("Rlscale-Ant", num_envs=2)
+
+    def test_train_refuses_it_in_one_line_without_the_extra(self, monkeypatch, tmp_path, capsys):
+        """rlscale train checks the backend while parsing: exit 2, one line naming the extra, nothing written."""
+        from rlscale.train import parse_args
+
+        monkeypatch.setitem(sys.modules, "mujoco", None)
+        with pytest.raises(SystemExit) as raised:
+            parse_args(["--task", "Rlscale-Ant", "--device", "cpu", "--log_root", str(tmp_path / "logs")])
+        assert raised.value.code == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and "pip install 'rlscale[mjx]'" in lines[0]
+        assert not (tmp_path / "logs").exists()
+
+
+@requires_mjx
+class TestStepAndReset:
+    def test_shapes_dtypes_and_finite_values(self, task):
+        observations, _ = task.reset()
+        assert observations["policy"].shape == (NUM_ENVS, task.observation_dims["policy"])
+        generator = torch.Generator().manual_seed(0)
+        for _ in range(30):
+            actions = torch.rand(NUM_ENVS, task.num_actions, generator=generator) * 2 - 1
+            observations, reward, terminated, truncated, extras = task.step(actions)
+            policy = observations["policy"]
+            assert policy.shape == (NUM_ENVS, 34) and policy.dtype == torch.float32 and policy.isfinite().all()
+            assert reward.shape == (NUM_ENVS,) and reward.dtype == torch.float32 and reward.isfinite().all()
+            assert terminated.dtype == truncated.dtype == extras["done"].dtype == torch.bool
+            assert not (terminated & truncated).any()
+            assert extras["episode_length"].dtype == torch.long and extras["episode_return"].shape == (NUM_ENVS,)
+            assert all(value.dim() == 0 and value.isfinite() for value in extras["log"].values())
+        assert {f"Episode_Reward/{t}" for t in task.reward_terms} <= set(extras["log"])
+        assert task.episode_length_buf.dtype == torch.long
+
+    def test_forced_termination_resets_that_env_only(self, task):
+        task.reset()
+        task.step(torch.zeros(NUM_ENVS, task.num_actions))
+        qpos = task.qpos.clone()
+        qpos[3, 3:7] = torch.tensor([0.0, 1.0, 0.0, 0.0])  # upside down
+        task.write_state(qpos, torch.zeros(NUM_ENVS, task.mj_model.nv))
+        observations, _, terminated, truncated, extras = task.step(torch.zeros(NUM_ENVS, task.num_actions))
+        assert terminated.tolist() == [env == 3 for env in range(NUM_ENVS)] and not truncated.any()
+        assert extras["episode_length"][3] == 2 and task.episode_length_buf[3] == 0
+        assert task.episode_length_buf[0] == 2
+        assert extras["log"]["Episode_Termination/flipped"] == 1
+        assert observations["policy"][3, 9] == pytest.approx(-1.0, abs=1e-4)  # upright again: gravity along -z
+        assert observations["policy"][3, 0] == pytest.approx(float(task.mj_model.qpos0[2]), abs=1e-4)
+
+    def test_episode_length_buf_is_writable(self, task):
+        task.reset()
+        task.episode_length_buf = torch.full((NUM_ENVS,), task.max_episode_length - 1)
+        _, _, terminated, truncated, _ = task.step(torch.zeros(NUM_ENVS, task.num_actions))
+        assert (truncated | terminated).all() and (task.episode_length_buf == 0).all()
+
+
+@requires_mjx
+class TestDlpack:
+    def test_outputs_alias_the_jitted_buffers_without_host_copies(self, task, monkeypatch):
+        import jax
+
+        seen = {}
+
+        def spy(state, actions):
+            seen["actions"] = actions
+            seen["state"], seen["outputs"] = compiled(state, actions)
+            return seen["state"], seen["outputs"]
+
+        compiled = task._step_fn
+        monkeypatch.setattr(task, "_step_fn", spy)
+        task.reset()
+        actions = torch.rand(NUM_ENVS, task.num_actions)
+        with jax.transfer_guard("disallow"):  # any implicit host<->device transfer would raise
+            observations, reward, terminated, truncated, extras = task.step(actions)
+        returned = [observations["policy"], reward, terminated, truncated, extras["done"], extras["episode_return"]]
+        pointers = [output.unsafe_buffer_pointer() for output in seen["outputs"][:6]]
+        assert [tensor.data_ptr() for tensor in returned] == pointers
+        assert seen["actions"].unsafe_buffer_pointer() == actions.data_ptr()  # torch -> JAX: no copy either
+        log_buffer = seen["outputs"][7].unsafe_buffer_pointer()
+        assert [value.data_ptr() for value in extras["log"].values()] == [
+            log_buffer + 4 * i for i in range(len(extras["log"]))
+        ]
+        assert task.get_observations()["policy"].data_ptr() == pointers[0]
+
+
+@requires_mjx
+class TestTraining:
+    def test_rsl_rl_two_iterations(self, tmp_path, jax_env):
+        result = rlscale(
+            "train", "--task", "Rlscale-Ant", "--rl_library", "rsl_rl", "--num_envs", str(NUM_ENVS),
+            "--max_iterations", "2", "--device", "cpu", "--log_root", str(tmp_path), env=jax_env,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+        (manifest,) = [json.loads(path.read_text()) for path in tmp_path.rglob("manifest.json")]
+        assert manifest["status"] == "completed" and manifest["iterations_completed"] == 2
+
+    def test_two_gloo_ranks_stay_in_sync(self, tmp_path, jax_env):
+        result = rlscale(
+            "train_multigpu", "--task", "Rlscale-Ant", "--num_gpus", "2", "--device", "cpu",
+            "--num_envs", str(NUM_ENVS), "--max_iterations", "2", "--log_root", str(tmp_path), env=jax_env,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+        by_rank = {data["rank"]: data for data in (json.loads(p.read_text()) for p in tmp_path.rglob("manifest.json"))}
+        assert sorted(by_rank) == [0, 1]
+        assert by_rank[0]["status"] == by_rank[1]["status"] == "completed"
+        digests = by_rank[0]["rank_param_digests"]
+        assert len(digests) == 2 and len(set(digests)) == 1
