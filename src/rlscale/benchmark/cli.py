@@ -32,12 +32,16 @@ DESCRIPTIONS = {
     "training": "end-to-end PPO throughput (global over all ranks) and learning curves",
 }
 NOT_APPLICABLE = {
-    "startup": {"--max_iterations": "startup always times one iteration", "--resume": "startup times a cold start"},
+    "startup": {
+        "--max_iterations": "startup always times one iteration",
+        "--resume": "startup times a cold start",
+        "--checkpoint_interval": "startup runs one iteration, with no periodic checkpoint",
+    },
     "runtime": {
         flag: "runtime steps the task with random actions, without a library"
         for flag in ("--rl_library", "--ml_framework", "--max_iterations", "--resume", "--agent")
     }
-    | {"--sync_check_interval": "runtime trains no policy"},
+    | {flag: "runtime trains no policy" for flag in ("--sync_check_interval", "--checkpoint_interval")},
     "training": {},
 }
 """Options of ``rlscale train`` that a workflow refuses, with the reason."""
