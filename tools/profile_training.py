@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -90,7 +91,7 @@ def main() -> int:
         ],
         "kernel_launches_per_iteration": launches / max(1, own.count),
         "device_busy_s_per_iteration": device_busy_us / 1e6 / max(1, own.count),
-        "median_iteration_s_all": sorted(r.iteration_s for r in outcome.records[1:])[len(outcome.records[1:]) // 2]
+        "median_iteration_s_all": statistics.median_high(r.iteration_s for r in outcome.records[1:])
         if len(outcome.records) > 1
         else None,
         "max_memory_allocated_gib": torch.cuda.max_memory_allocated() / 2**30 if args.device != "cpu" else None,
