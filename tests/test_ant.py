@@ -119,6 +119,17 @@ class TestStepAndReset:
         assert observations["policy"][3, 9] == pytest.approx(-1.0, abs=1e-4)  # upright again: gravity along -z
         assert observations["policy"][3, 0] == pytest.approx(float(task.mj_model.qpos0[2]), abs=1e-4)
 
+    def test_forward_speed_is_the_ended_episodes_distance_over_time(self, task):
+        task.reset()
+        task.step(torch.zeros(NUM_ENVS, task.num_actions))
+        qpos = task.qpos.clone()
+        qpos[5, 0] = 0.4  # 0.4 m forward after one step, then flipped so that the next step ends the episode
+        qpos[5, 3:7] = torch.tensor([0.0, 1.0, 0.0, 0.0])
+        task.write_state(qpos, torch.zeros(NUM_ENVS, task.mj_model.nv))
+        _, _, terminated, _, extras = task.step(torch.zeros(NUM_ENVS, task.num_actions))
+        assert terminated.tolist() == [env == 5 for env in range(NUM_ENVS)]
+        assert extras["log"]["Metrics/forward_speed"] == pytest.approx(0.4 / (2 * task.step_dt), rel=0.02)
+
     def test_episode_length_buf_is_writable(self, task):
         task.reset()
         task.episode_length_buf = torch.full((NUM_ENVS,), task.max_episode_length - 1)
@@ -157,14 +168,28 @@ class TestDlpack:
 
 @requires_mjx
 class TestTraining:
-    def test_rsl_rl_two_iterations(self, tmp_path, jax_env):
+    @pytest.mark.parametrize(("library", "iterations"), [("rsl_rl", 2), ("skrl", 1)])
+    def test_library_trains(self, tmp_path, jax_env, library, iterations):
         result = rlscale(
-            "train", "--task", "Rlscale-Ant", "--rl_library", "rsl_rl", "--num_envs", str(NUM_ENVS),
-            "--max_iterations", "2", "--device", "cpu", "--log_root", str(tmp_path), env=jax_env,
+            "train", "--task", "Rlscale-Ant", "--rl_library", library, "--num_envs", str(NUM_ENVS),
+            "--max_iterations", str(iterations), "--device", "cpu", "--log_root", str(tmp_path), env=jax_env,
         )  # fmt: skip
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
         (manifest,) = [json.loads(path.read_text()) for path in tmp_path.rglob("manifest.json")]
-        assert manifest["status"] == "completed" and manifest["iterations_completed"] == 2
+        assert manifest["status"] == "completed" and manifest["iterations_completed"] == iterations
+
+    def test_startup_benchmark_times_the_compile_apart(self, tmp_path, jax_env):
+        """rl_games' first iteration, with the task's compilation as its own phase (loaded from JAX's cache here)."""
+        bundle_path = tmp_path / "startup.json"
+        result = rlscale(
+            "benchmark", "startup", "--task", "Rlscale-Ant", "--rl_library", "rl_games", "--num_envs", str(NUM_ENVS),
+            "--device", "cpu", "--output_path", str(bundle_path), "--log_root", str(tmp_path / "runs"), env=jax_env,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+        runtime = json.loads(bundle_path.read_text())["runtime"]
+        phases = runtime["startup_time_s"]
+        assert all(value is not None and value > 0 for value in phases.values()), phases
+        assert runtime["total_wall_time_s"] == pytest.approx(sum(phases.values()))
 
     def test_two_gloo_ranks_stay_in_sync(self, tmp_path, jax_env):
         result = rlscale(

@@ -209,6 +209,9 @@ CATALOGUE = [
     case("study-rdzv-port", "rdzv_port: 80", "rdzv_port", "80", "use a value >= 1024", how="study"),
     case("study-no-env-counts", "num_envs_per_rank: []", "num_envs_per_rank", "[]", "at least 1 value",
          how="study"),
+    case("study-envs-of-unknown-task", "num_envs_per_task: {Rlscale-Antt: [64]}", "num_envs_per_task.Rlscale-Antt",
+         "not in tasks", "add it to tasks", how="study"),
+    case("study-envs-per-task-list", "num_envs_per_task: [64]", "num_envs_per_task", "[64]", "mapping", how="study"),
     case("study-benchmark-iterations", "iterations: {benchmark: 1}", "iterations.benchmark", "1 is less than",
          "use a value >= 2", how="study"),
     case("study-warmup-too-long", "device: cpu\niterations: {benchmark: 5}\nwarmup_iterations: 5",
@@ -223,6 +226,8 @@ CATALOGUE = [
          "use a value >= 1", how="snakemake"),
     case("snakemake-world-size-across-nodes", "device: cuda\nworld_sizes: [1, 12]", "world_sizes", "12",
          "use multiples", how="snakemake"),
+    case("snakemake-envs-of-dropped-task", "tasks: [Isaac-Cartpole-Direct]", "num_envs_per_task.Rlscale-Ant",
+         "not in tasks", "num_envs_per_task: null", how="snakemake"),
 ]  # fmt: skip
 
 

@@ -198,9 +198,10 @@ class TestRuntimeFigures:
 
 class TestStartupFigures:
     def test_every_phase_timed(self, startup):
-        """All five phases are measured on a completed startup run, and the total is their sum."""
+        """Every phase is measured on a completed startup run, and the total is their sum; Cartpole compiles nothing."""
         runtime = startup.bundle["runtime"]
-        phases = runtime["startup_time_s"]
+        phases = dict(runtime["startup_time_s"])
+        assert phases.pop("task_compile") is None
         assert set(phases) == {"python_imports", "task_config", "env_creation", "first_step", "first_iteration"}
         assert all(value is not None and value > 0 for value in phases.values()), phases
         assert phases["python_imports"] > phases["task_config"]  # importing torch dwarfs reading a YAML file

@@ -10,12 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rlscale.study import jobs
-from rlscale.study.config import check_config, effective_config, nodes_for
+from rlscale.study.config import check_config, effective_config, envs_for, nodes_for, validated_config
 from rlscale.study.jobs import GRANT_EXIT_CODE, multinode_args, run_leased, run_multinode, validation_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}
 BASE = {
     "study": "s",
@@ -68,6 +70,65 @@ class TestEffectiveConfig:
         effective_config(config, NO_GPU)
         assert config["iterations"]["benchmark"] == 50
 
+    def test_per_task_sizes_replace_the_global_list(self):
+        """A task in num_envs_per_task uses its own list; the others use num_envs_per_rank."""
+        config = {**BASE, "tasks": ["A", "B"], "num_envs_per_rank": [8, 64], "num_envs_per_task": {"B": [16]}}
+        resolved = effective_config(config, {"CUDA_VISIBLE_DEVICES": "0"})
+        assert (envs_for(resolved, "A"), envs_for(resolved, "B")) == ([8, 64], [16])
+        assert envs_for(BASE, "A") == [4096]  # No num_envs_per_task at all: the global list.
+
+    def test_null_per_task_sizes_are_empty(self):
+        """num_envs_per_task: null (an overlay clearing the mapping) resolves to {}."""
+        resolved = effective_config({**BASE, "num_envs_per_task": None}, {"CUDA_VISIBLE_DEVICES": "0"})
+        assert resolved["num_envs_per_task"] == {}
+
+    def test_fallback_replaces_tasks_and_resets_per_task_sizes(self):
+        """The fallback's tasks replace the study's, and per-task sizes are the fallback's own ({} without any)."""
+        config = {
+            **BASE,
+            "tasks": ["A", "B"],
+            "num_envs_per_task": {"B": [16384], "A": [2048]},
+            "cpu_fallback": {**BASE["cpu_fallback"], "tasks": ["A"], "num_envs_per_rank": [64]},
+        }
+        resolved = effective_config(config, NO_GPU)
+        assert (resolved["tasks"], resolved["num_envs_per_task"], envs_for(resolved, "A")) == (["A"], {}, [64])
+        check_config(resolved)  # B's entry is gone with B.
+        # No num_envs_per_rank in the fallback either: still reset, so the study's global list applies.
+        del config["cpu_fallback"]["num_envs_per_rank"]
+        assert envs_for(effective_config(config, NO_GPU), "A") == [4096]
+
+    def test_fallback_per_task_sizes_replace_not_merge(self):
+        """A fallback num_envs_per_task replaces the study's mapping whole (iterations alone merge key by key)."""
+        config = {
+            **BASE,
+            "tasks": ["A", "B"],
+            "num_envs_per_task": {"A": [2048], "B": [16384]},
+            "cpu_fallback": {**BASE["cpu_fallback"], "num_envs_per_task": {"B": [32]}},
+        }
+        resolved = effective_config(config, NO_GPU)
+        assert resolved["num_envs_per_task"] == {"B": [32]}
+        assert (envs_for(resolved, "A"), envs_for(resolved, "B")) == ([4096], [32])
+
+
+class TestDefaultConfig:
+    """config/config.yaml as shipped: both tasks on a GPU host, Cartpole alone at the CPU sizes without one."""
+
+    @staticmethod
+    def resolve(environ: dict[str, str]) -> dict:
+        config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+        return validated_config(config, SCHEMA, environ, nvml_count=no_nvml)
+
+    def test_gpu_host_studies_both_tasks(self):
+        study = self.resolve({"CUDA_VISIBLE_DEVICES": "0,1"})
+        assert study["device"] == "cuda" and study["tasks"] == ["Isaac-Cartpole-Direct", "Rlscale-Ant"]
+        assert envs_for(study, "Isaac-Cartpole-Direct") == [4096, 65536]
+        assert envs_for(study, "Rlscale-Ant") == [4096, 16384]
+
+    def test_cpu_host_studies_cartpole_only(self):
+        study = self.resolve(NO_GPU)
+        assert study["device"] == "cpu" and study["tasks"] == ["Isaac-Cartpole-Direct"]
+        assert study["num_envs_per_task"] == {} and envs_for(study, "Isaac-Cartpole-Direct") == [64]
+
 
 class TestNodes:
     def test_nodes_for(self):
@@ -96,6 +157,13 @@ class TestCheckConfig:
     def test_valid_config_passes(self):
         """The base config passes (the checks above are not blanket refusals)."""
         check_config({**BASE, "device": "cuda"})
+
+    def test_per_task_sizes_of_an_unknown_task(self):
+        """A num_envs_per_task key that is not in tasks is refused in one line naming the key and the fix."""
+        config = {**BASE, "device": "cuda", "tasks": ["A"], "num_envs_per_task": {"A": [8], "Antt": [16]}}
+        with pytest.raises(ValueError, match=r"^num_envs_per_task\.Antt: Antt is not in tasks \(A\); add it") as error:
+            check_config(config)
+        assert len(str(error.value).splitlines()) == 1
 
 
 def manifest(returns: list[float | None], status: str = "completed", iterations: int | None = None) -> dict:

@@ -178,12 +178,27 @@ class TestGrantUnderSnakemake:
 
 class TestDryRun:
     def test_default_config_resolves(self, tmp_path):
-        """snakemake -n on the default config resolves (the CPU fallback here: 3 libraries, world sizes 1 and 2)."""
+        """snakemake -n on the default config resolves (the CPU fallback here: Cartpole only, 3 libraries, world
+        sizes 1 and 2)."""
         result = snakemake(tmp_path, "-n", "--configfile", CONFIG, env=job_env(tmp_path, CUDA_VISIBLE_DEVICES=""))
         assert result.returncode == 0, result.stderr[-2000:]
         counts = dict(re.findall(r"^(\w+)\s+(\d+)$", result.stdout, re.MULTILINE))
         assert counts["validate"] == "3" and counts["train"] == "6" and counts["probe"] == "1"
         assert counts["benchmark"] == str(3 * 2 * 1 * 2 + 3 + 1)  # libraries x sizes x envs x seeds + startup + runtime
+        assert "Rlscale-Ant" not in result.stdout  # The fallback leaves the MJX task out.
+
+    def test_default_config_on_a_gpu_host(self, tmp_path):
+        """On a (faked) 2-GPU host the default study runs both tasks, Ant at its own two per-rank sizes."""
+        result = snakemake(tmp_path, "-n", "--configfile", CONFIG, env=job_env(tmp_path, CUDA_VISIBLE_DEVICES="0,1"))
+        assert result.returncode == 0, result.stderr[-2000:]
+        counts = dict(re.findall(r"^(\w+)\s+(\d+)$", result.stdout, re.MULTILINE))
+        tasks, libraries, sizes, envs, seeds = 2, 3, 2, 2, 3  # Cartpole [4096, 65536], Ant [4096, 16384]
+        assert counts["validate"] == str(tasks * libraries) and counts["probe"] == "1"
+        assert counts["plan"] == counts["train"] == str(tasks * libraries * sizes)
+        # Per task: training cells + startup (per library) + runtime (env only).
+        assert counts["benchmark"] == str(tasks * (libraries * sizes * envs * seeds + libraries + 1))
+        assert "benchmark/training/Rlscale-Ant/rsl_rl/ws2/envs16384/seed3.json" in result.stdout
+        assert "Rlscale-Ant/rsl_rl/ws2/envs65536" not in result.stdout
 
     def test_gpu_commands_carry_world_size_and_grant(self, tmp_path):
         """On a 4-GPU host every GPU rule asks for gpu = world size; a lower limit shows up as a smaller grant."""
@@ -196,10 +211,12 @@ class TestDryRun:
         assert result.returncode == 0, result.stderr[-2000:]
         jobs = job_blocks(result.stdout)
         trains = {job["wildcards"]: job for job in jobs if job["rule"] == "train"}
-        train4 = next(job for wildcards, job in trains.items() if "ws=4" in wildcards)
+        train4 = next(job for wildcards, job in trains.items() if "ws=4" in wildcards and "Cartpole" in wildcards)
         assert "gpu=4" in train4["resources"]
         assert "--world_size 4 --device cuda --granted_gpus 4" in train4["shell"]
         assert "--num_envs 1024 --max_iterations 150" in train4["shell"]
+        ant4 = next(job for wildcards, job in trains.items() if "ws=4" in wildcards and "Rlscale-Ant" in wildcards)
+        assert "--num_envs 16384 --max_iterations 150" in ant4["shell"]  # num_envs_per_task: its largest.
         shrunk = snakemake(tmp_path, "-n", "-p", "--resources", "gpu=2", "--configfile", CONFIG, str(overlay), env=env)
         train4 = next(job for job in job_blocks(shrunk.stdout) if job["rule"] == "train" and "ws=4" in job["wildcards"])
         assert "--world_size 4 --device cuda --granted_gpus 2" in train4["shell"]  # the launcher refuses this one
@@ -215,6 +232,7 @@ class TestDryRun:
 
 SLURM_OVERLAY = (
     "gpus_per_node: 4\nworld_sizes: [1, 2, 4, 8]\nlibraries: [{name: rsl_rl}]\nseeds: [1]\nnum_envs_per_rank: [4096]\n"
+    "tasks: [Isaac-Cartpole-Direct]\nnum_envs_per_task: null\n"  # null: overlays merge mappings, {} would not clear it
 )
 
 

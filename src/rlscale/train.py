@@ -323,7 +323,9 @@ class TrainingOutcome:
     result: TrainResult | None = None
     """The adapter's result (None when interrupted)."""
     task_creation_s: float | None = None
-    """Wall time of building the task."""
+    """Wall time of building the task, its compilation included."""
+    task_compile_s: float | None = None
+    """The part of ``task_creation_s`` spent compiling the task's step (:attr:`VecTask.compile_s`)."""
     first_iteration_s: float | None = None
     """Wall time from calling the library to the end of the first iteration's update (library setup included)."""
     train_s: float | None = None
@@ -465,6 +467,7 @@ def execute(
         created = time.perf_counter()
         task = graphed_if_possible(make_task(args.task, **task_kwargs), enabled=not args.no_cuda_graph)
         outcome.task_creation_s = time.perf_counter() - created
+        outcome.task_compile_s = task.compile_s
         outcome.num_envs = task.num_envs
         if on_task_created is not None:
             on_task_created(task)

@@ -1,5 +1,6 @@
 # Config validation, constants and input/param functions shared by every stage. Logic that needs tests lives in
 # rlscale.study; this file only wires it to wildcards.
+import os
 import re
 import sys
 from pathlib import Path
@@ -8,6 +9,7 @@ from snakemake.exceptions import WorkflowError
 
 from rlscale.study.config import (
     StudyConfigError,
+    envs_for,
     library_key,
     nodes_for,
     validated_config,
@@ -23,6 +25,12 @@ except StudyConfigError as error:
     raise WorkflowError(str(error))
 
 DEVICE = STUDY["device"]
+# MJX tasks compile their step once per process: with JAX's persistent cache, every later job of the study loads it
+# (about 15 s of compile on an H200 otherwise). A JAX_COMPILATION_CACHE_DIR of the user's own is kept.
+os.environ.setdefault(
+    "JAX_COMPILATION_CACHE_DIR",
+    str(Path("logs", STUDY["study"], "jax_cache").resolve()),
+)
 LIBRARIES = {
     library_key(entry["name"], entry["ml_framework"]): entry
     for entry in STUDY["libraries"]
@@ -33,14 +41,18 @@ MULTI_NODE = [
     size for size in WORLD_SIZES if nodes_for(size, STUDY["gpus_per_node"], DEVICE) > 1
 ]
 SINGLE_NODE = [size for size in WORLD_SIZES if size not in MULTI_NODE]
-# Training runs (one per world size) use the largest per-rank env count and the first seed.
-TRAIN_ENVS = max(STUDY["num_envs_per_rank"])
+# Training runs (one per world size) use the first seed and their task's largest per-rank env count (train_envs).
 TRAIN_SEED = STUDY["seeds"][0]
 
 
 def launcher(name):
     """Command of a thin launcher in scripts/, run by this interpreter (the venv's, whatever PATH holds)."""
     return f"{sys.executable} {Path(workflow.basedir, 'scripts', name)}.py"
+
+
+def train_envs(task):
+    """Per-rank env count of a task's train runs (and its startup/runtime bundles): the largest of envs_for."""
+    return max(envs_for(STUDY, task))
 
 
 def one_of(values):
@@ -129,7 +141,7 @@ def train_args(wildcards):
     checkpoint, so at most checkpoint_interval iterations are trained twice; the first attempt starts from scratch.
     """
     return (
-        f"--task {wildcards.task} {library_args(wildcards.library)} --num_envs {TRAIN_ENVS} "
+        f"--task {wildcards.task} {library_args(wildcards.library)} --num_envs {train_envs(wildcards.task)} "
         f"--max_iterations {STUDY['iterations']['train']} --seed {TRAIN_SEED} --device {DEVICE} "
         f"--run_name ws{wildcards.ws} --log_root {train_run_root(wildcards)} "
         f"--resume auto --checkpoint_interval {STUDY['checkpoint_interval']}"
@@ -219,7 +231,7 @@ def training_cells():
     for task in STUDY["tasks"]:
         for library, entry in LIBRARIES.items():
             for ws in WORLD_SIZES:
-                for envs in STUDY["num_envs_per_rank"]:
+                for envs in envs_for(STUDY, task):
                     for seed in STUDY["seeds"]:
                         path = (
                             f"results/{STUDY['study']}/benchmark/training/{task}/{library}/ws{ws}/envs{envs}/"
@@ -240,10 +252,11 @@ def training_cells():
 
 
 def other_bundles():
-    """Startup (per library) and runtime (env only) bundles at the largest world size."""
-    largest, envs, study = WORLD_SIZES[-1], TRAIN_ENVS, STUDY["study"]
+    """Startup (per library) and runtime (env only) bundles at the largest world size and the task's train_envs."""
+    largest, study = WORLD_SIZES[-1], STUDY["study"]
     paths = []
     for task in STUDY["tasks"]:
+        envs = train_envs(task)
         for library in [*LIBRARIES, ENV_ONLY]:
             workflow = "runtime" if library == ENV_ONLY else "startup"
             paths.append(

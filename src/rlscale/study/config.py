@@ -32,24 +32,38 @@ def resolve_device(
     return "cuda" if visible > 0 else "cpu"
 
 
+_MERGED_FALLBACK_KEYS = ("iterations", "runtime_steps")
+"""Keys of ``cpu_fallback`` merged key by key into their namesakes; every other key replaces its namesake."""
+
+
 def effective_config(
     config: Mapping, environ: Mapping[str, str] | None = None, nvml_count: Callable[[], int] = nvml_device_count
 ) -> dict:
     """Return a copy of the validated config with ``device`` resolved and, for ``auto`` on CPU, the fallback applied.
 
     ``device: auto`` on a host without a GPU runs the same study with CPU ranks (gloo): the keys of ``cpu_fallback``
-    replace their namesakes (nested ``iterations`` key by key), so the study stays small enough for a CPU. An
-    explicit ``device: cpu`` keeps the sizes it was given.
+    replace their namesakes (``iterations`` and ``runtime_steps`` key by key), so the study stays small enough for a
+    CPU. ``num_envs_per_task`` becomes the fallback's own, ``{}`` when it gives none: per-task sizes are never carried
+    from the study to CPU ranks. An explicit ``device: cpu`` keeps the sizes it was given. A ``num_envs_per_task`` of
+    ``None`` (an overlay file clearing it) is ``{}``.
     """
     resolved = copy.deepcopy(dict(config))
     resolved["device"] = resolve_device(config["device"], environ, nvml_count)
+    resolved["num_envs_per_task"] = resolved.get("num_envs_per_task") or {}
     if config["device"] == "auto" and resolved["device"] == "cpu":
-        for key, value in (config.get("cpu_fallback") or {}).items():
-            if isinstance(value, Mapping):
+        fallback = config.get("cpu_fallback") or {}
+        for key, value in fallback.items():
+            if key in _MERGED_FALLBACK_KEYS:
                 resolved[key] = {**resolved.get(key, {}), **value}
             else:
                 resolved[key] = copy.deepcopy(value)
+        resolved["num_envs_per_task"] = copy.deepcopy(fallback.get("num_envs_per_task") or {})
     return resolved
+
+
+def envs_for(study: Mapping, task: str) -> list[int]:
+    """Return the per-rank env counts of ``task``: its ``num_envs_per_task`` entry, else ``num_envs_per_rank``."""
+    return list((study.get("num_envs_per_task") or {}).get(task, study["num_envs_per_rank"]))
 
 
 class StudyConfigError(ValueError):
@@ -91,7 +105,8 @@ def _schema_message(error) -> str:
         key = f"{where}.{unknown[0]}" if where else unknown[0]
         return f"{key}: unknown key; valid keys{' of ' + where if where else ''}: {', '.join(known)}"
     if error.validator == "type":
-        fix = _TYPE_FIXES.get(error.validator_value, f"write a {error.validator_value}")
+        types = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        fix = _TYPE_FIXES.get(types[0], f"write a {types[0]}")
     else:
         value = error.validator_value
         value = ", ".join(map(str, value)) if isinstance(value, list) else value
@@ -182,6 +197,12 @@ def check_config(config: Mapping) -> None:
             raise ValueError(
                 f"{entry['name']} with ml_framework {entry['ml_framework']}: the multi-GPU benchmark times torchrun "
                 "ranks, and skrl's JAX launcher is not one; study it with ml_framework torch."
+            )
+    for task in config.get("num_envs_per_task") or {}:
+        if task not in config["tasks"]:
+            raise ValueError(
+                f"num_envs_per_task.{task}: {task} is not in tasks ({', '.join(config['tasks'])}); add it to tasks "
+                "or remove its entry (an overlay file clears every entry with `num_envs_per_task: null`)."
             )
     for world_size in config["world_sizes"]:
         nodes_for(world_size, config["gpus_per_node"], config["device"])

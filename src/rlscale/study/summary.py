@@ -19,7 +19,7 @@ from rlscale.study.aggregate import (
 )
 from rlscale.study.plots import plot_learning_curves, plot_scaling
 
-STARTUP_PHASES = ("python_imports", "task_config", "env_creation", "first_step", "first_iteration")
+STARTUP_PHASES = ("python_imports", "task_config", "env_creation", "task_compile", "first_step", "first_iteration")
 """Keys of ``runtime.startup_time_s``, in the order they happen."""
 
 

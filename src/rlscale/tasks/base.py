@@ -60,6 +60,9 @@ class VecTask(ABC):
     """True when :meth:`step` can be captured as one CUDA graph and replayed: it issues no host synchronisation,
     updates its persistent tensors in place, draws random numbers from ``self.generator`` only, and returns tensors
     whose shapes never change (see :mod:`rlscale.tasks.graph`)."""
+    compile_s: float | None = None
+    """Seconds the constructor spent compiling the step (JIT backends such as MJX); None for a task that compiles
+    nothing. Benchmarks report it as its own startup phase."""
 
     @abstractmethod
     def reset(self) -> tuple[Observations, dict]:

@@ -24,6 +24,7 @@ class AntTask(MjxVecTask):
     mjcf = ANT_MJCF
     reward_terms = ("track_lin_vel_x", "alive", "termination", "energy", "action_rate")
     termination_terms = ("torso_height", "flipped")
+    metric_terms = ("forward_speed",)
     observation_dims = {"policy": 34}
     cfg: AntCfg
 
@@ -74,3 +75,7 @@ class AntTask(MjxVecTask):
                 jnp.square(action - last_action).sum(),
             )
         )
+
+    def _episode_metrics(self, data: mjx.Data, episode_steps: jax.Array) -> jax.Array:
+        # Resets start the torso at x = 0, so the final x over the episode's duration is its mean forward speed (m/s).
+        return jnp.stack((data.qpos[0] / (episode_steps * self.step_dt),))

@@ -22,6 +22,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # before JAX in
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from mujoco import mjx  # noqa: E402
 
@@ -33,7 +34,13 @@ _COMPILED: dict[tuple, tuple] = {}
 
 
 def jax_device_for(device: torch.device) -> jax.Device:
-    """The JAX device that holds the same memory as a torch device (for CUDA, the same local index)."""
+    """The JAX device that holds the same memory as a torch device (for CUDA, the same local index).
+
+    Every array the task makes is placed on that device, but JAX still opens a context on each GPU the process sees.
+    Neither way to hide the other GPUs works (docs/tasks.md, on an H200 pair): JAX 0.11's ``jax_cuda_visible_devices``
+    narrowed to a GPU other than the first fails every computation (``Device id 1 is out of range [0, 1)``), and a
+    per-rank ``CUDA_VISIBLE_DEVICES`` breaks the libraries, which require ``cuda:{LOCAL_RANK}``.
+    """
     if device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()
         return jax.devices("cuda")[index]
@@ -53,18 +60,19 @@ class MjxVecTask(VecTask):
 
     Subclasses set :attr:`mjcf`, :attr:`reward_terms`, :attr:`termination_terms`, :attr:`observation_dims` and
     implement the per-env hooks. ``extras`` follow :class:`rlscale.tasks.cartpole.env.CartpoleBase`: ``"log"``
-    holds ``Episode_Reward/<term>`` (episodic sum / ``episode_length_s``, mean over the envs that ended) and
-    ``Episode_Termination/<term>`` (counts, ``time_out`` for truncations only), repeating the last values on steps
-    where no episode ended; ``"episode_return"``, ``"episode_length"`` (long) and ``"done"``.
+    holds ``Episode_Reward/<term>`` (episodic sum / ``episode_length_s``, mean over the envs that ended),
+    ``Episode_Termination/<term>`` (counts, ``time_out`` for truncations only) and ``Metrics/<name>`` for each of
+    :attr:`metric_terms` (mean over the envs that ended), repeating the last values on steps where no episode
+    ended; ``"episode_return"``, ``"episode_length"`` (long) and ``"done"``.
 
-    Attributes:
-        compile_s: Seconds spent compiling the step and reset functions in this constructor (0 when an earlier task
-            of the same config in this process had compiled them).
+    ``compile_s`` counts the step and reset functions' compilation (0 when an earlier task of the same config in this
+    process had compiled them; loading them from JAX's persistent cache counts).
     """
 
     mjcf: str
     reward_terms: tuple[str, ...]
     termination_terms: tuple[str, ...]
+    metric_terms: tuple[str, ...] = ()
     graph_capturable = False  # JAX runs its own executables: nothing for a torch CUDA graph to capture
 
     def __init__(self, cfg: MjxTaskCfg):
@@ -83,13 +91,17 @@ class MjxVecTask(VecTask):
         self.num_actions = self.mj_model.nu
         self.model = mjx.put_model(self.mj_model, device=self.jax_device)
         self._data0 = mjx.make_data(self.mj_model, device=self.jax_device)
-        self._reward_weights = jnp.asarray(self.reward_weights(), jnp.float32) * self.step_dt
-        self._log_keys = [f"Episode_Reward/{t}" for t in self.reward_terms] + [
-            f"Episode_Termination/{t}" for t in ("time_out", *self.termination_terms)
-        ]
+        # numpy, like every constant the jitted functions close over: a JAX array would land on JAX's default GPU 0
+        self._reward_weights = np.asarray(self.reward_weights(), np.float32) * np.float32(self.step_dt)
+        self._log_keys = (
+            [f"Episode_Reward/{t}" for t in self.reward_terms]
+            + [f"Episode_Termination/{t}" for t in ("time_out", *self.termination_terms)]
+            + [f"Metrics/{t}" for t in self.metric_terms]
+        )
 
-        key = jax.device_put(jax.random.PRNGKey(cfg.seed), self.jax_device)
-        actions = jax.device_put(jnp.zeros((self.num_envs, self.num_actions), jnp.float32), self.jax_device)
+        with jax.default_device(self.jax_device):  # made on the rank's GPU, then committed to it
+            key = jax.device_put(jax.random.PRNGKey(cfg.seed), self.jax_device)
+            actions = jax.device_put(jnp.zeros((self.num_envs, self.num_actions), jnp.float32), self.jax_device)
         cache_key = (type(self).__qualname__, repr(dataclasses.replace(cfg, seed=0)), str(self.jax_device))
         started = time.perf_counter()
         if cache_key not in _COMPILED:
@@ -128,6 +140,10 @@ class MjxVecTask(VecTask):
     ) -> jax.Array:
         """Unweighted terms ``(len(reward_terms),)``."""
         raise NotImplementedError
+
+    def _episode_metrics(self, data: mjx.Data, episode_steps: jax.Array) -> jax.Array:
+        """Values ``(len(metric_terms),)`` of an episode ending in ``data`` after ``episode_steps`` control steps."""
+        return jnp.zeros(0, jnp.float32)
 
     # --- the jitted functions (batched) ------------------------------------------------------------------------
 
@@ -171,7 +187,10 @@ class MjxVecTask(VecTask):
             jnp.maximum(num_done, 1.0) * self.cfg.episode_length_s
         )
         term_counts = jnp.concatenate((truncated[:, None], term_flags), axis=1).sum(axis=0).astype(jnp.float32)
-        log = jnp.where(num_done > 0, jnp.concatenate((reward_means, term_counts)), state["log"])
+        metric_means = (jax.vmap(self._episode_metrics)(data, ep_steps) * done_f[:, None]).sum(axis=0) / jnp.maximum(
+            num_done, 1.0
+        )
+        log = jnp.where(num_done > 0, jnp.concatenate((reward_means, term_counts, metric_means)), state["log"])
 
         key, sub = jax.random.split(state["key"])
         fresh = self._fresh_data(sub)
