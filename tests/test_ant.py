@@ -167,6 +167,30 @@ class TestDlpack:
 
 
 @requires_mjx
+class TestDevicePlacement:
+    def test_the_task_lives_on_its_own_device_only(self, jax_env):
+        """As rank 1 of a GPU host, where JAX's default device is another rank's GPU: two CPU devices stand in."""
+        code = """
+import jax, torch
+from rlscale.tasks import make_task
+from rlscale.tasks.mjx import backend
+own = jax.devices("cpu")[1]
+backend.jax_device_for = lambda device: own
+task = make_task("Rlscale-Ant", num_envs=4, seed=0)
+with jax.transfer_guard("disallow"):  # an array left on device 0 would need a transfer into the step
+    for _ in range(3):
+        task.step(torch.zeros(4, task.num_actions))
+print(sorted({device.id for leaf in jax.tree_util.tree_leaves(task._state) for device in leaf.devices()}))
+"""
+        env = {**jax_env, "XLA_FLAGS": f"{FAST_COMPILE} --xla_force_host_platform_device_count=2"}
+        result = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env={**os.environ, **env}
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert result.stdout.strip().splitlines()[-1] == "[1]"
+
+
+@requires_mjx
 class TestTraining:
     @pytest.mark.parametrize(("library", "iterations"), [("rsl_rl", 2), ("skrl", 1)])
     def test_library_trains(self, tmp_path, jax_env, library, iterations):

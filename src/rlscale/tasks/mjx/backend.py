@@ -212,6 +212,12 @@ class MjxVecTask(VecTask):
 
     # --- VecTask interface -------------------------------------------------------------------------------------
 
+    def _to_jax(self, tensor: torch.Tensor, dtype: torch.dtype) -> jax.Array:
+        """A torch tensor as a JAX array on the task's device: the same memory when it already lies there."""
+        # DLPack names a device only by kind and index; ``device`` keeps a CPU tensor off JAX's CPU device 0 when
+        # the task runs on another one (the test stand-in for a second GPU).
+        return jnp.from_dlpack(tensor.detach().to(self.device, dtype).contiguous(), device=self.jax_device)
+
     @property
     def episode_length_buf(self) -> torch.Tensor:
         """A long copy of the JAX counter; assign a tensor to change it (rsl_rl's ``init_at_random_ep_len``)."""
@@ -219,7 +225,7 @@ class MjxVecTask(VecTask):
 
     @episode_length_buf.setter
     def episode_length_buf(self, value: torch.Tensor) -> None:
-        lengths = jnp.from_dlpack(value.detach().to(self.device, torch.int32).contiguous())
+        lengths = self._to_jax(value, torch.int32)
         self._state = {**self._state, "episode_length": jnp.array(lengths, copy=True)}  # not aliasing torch's
 
     def reset(self) -> tuple[Observations, dict]:
@@ -231,7 +237,7 @@ class MjxVecTask(VecTask):
 
     def step(self, actions: torch.Tensor) -> tuple[Observations, torch.Tensor, torch.Tensor, torch.Tensor, dict]:
         """One control step of every env, with the finished ones reset; see :class:`MjxVecTask` for ``extras``."""
-        actions = jnp.from_dlpack(actions.detach().to(self.device, torch.float32).contiguous())
+        actions = self._to_jax(actions, torch.float32)
         self._state, outputs = self._step_fn(self._state, actions)
         self._key = self._state["key"]
         observations, reward, terminated, truncated, done, episode_return, episode_length, log = (
@@ -258,7 +264,7 @@ class MjxVecTask(VecTask):
     def write_state(self, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
         """Overwrite the simulated state of every env (for tests and scripted starts); counters are kept."""
         data = self._state["data"].replace(
-            qpos=jnp.array(jnp.from_dlpack(qpos.to(self.device, torch.float32).contiguous()), copy=True),
-            qvel=jnp.array(jnp.from_dlpack(qvel.to(self.device, torch.float32).contiguous()), copy=True),
+            qpos=jnp.array(self._to_jax(qpos, torch.float32), copy=True),
+            qvel=jnp.array(self._to_jax(qvel, torch.float32), copy=True),
         )
         self._state = {**self._state, "data": data}
