@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rlscale.benchmark.workflows import PHASES as STARTUP_PHASES
 from rlscale.study.aggregate import (
     bundle_record,
     learning_curves,
@@ -18,9 +19,6 @@ from rlscale.study.aggregate import (
     scaling_table,
 )
 from rlscale.study.plots import plot_learning_curves, plot_scaling
-
-STARTUP_PHASES = ("python_imports", "task_config", "env_creation", "task_compile", "first_step", "first_iteration")
-"""Keys of ``runtime.startup_time_s``, in the order they happen."""
 
 
 def _format(value: object) -> str:
