@@ -190,6 +190,55 @@ print(sorted({device.id for leaf in jax.tree_util.tree_leaves(task._state) for d
         assert result.stdout.strip().splitlines()[-1] == "[1]"
 
 
+class TestOwnGpuPerRank:
+    """JAX opens a context on every GPU it sees, so each rank of an Ant job is shown only its own GPU, as cuda:0."""
+
+    @pytest.mark.parametrize(
+        ("visible", "local_rank", "expected"),
+        [(None, 1, "1"), ("4,6", 1, "6"), ("GPU-a,GPU-b", 0, "GPU-a"), ("6", 1, "6")],
+        ids=["all-visible", "listed", "uuids", "already-bound"],
+    )
+    def test_the_rank_keeps_its_own_entry_as_local_rank_0(self, visible, local_rank, expected):
+        from rlscale.dist import RankInfo, own_gpu_variables
+
+        environ = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+        rank = RankInfo(rank=local_rank, local_rank=local_rank, world_size=2, local_world_size=2)
+        assert own_gpu_variables(environ, rank) == {"CUDA_VISIBLE_DEVICES": expected, "LOCAL_RANK": "0"}
+
+    def test_a_rank_beyond_the_listed_gpus_is_refused(self):
+        from rlscale.dist import RankInfo, own_gpu_variables
+
+        with pytest.raises(ValueError, match="local rank 2 has no GPU"):
+            own_gpu_variables({"CUDA_VISIBLE_DEVICES": "0,1"}, RankInfo(2, 2, 3, 3))
+
+    @requires_mjx
+    @pytest.mark.parametrize("entry", ["train", "benchmark worker"])
+    @pytest.mark.parametrize(("task", "expected"), [("Rlscale-Ant", "5 0"), ("Isaac-Cartpole-Direct", "3,5 1")])
+    def test_a_cuda_rank_isolates_only_tasks_that_ask(self, entry, task, expected):
+        """Rank 1 of 2 on a GPU host: Ant narrows the variables before anything asks CUDA; Cartpole keeps them.
+
+        The benchmark worker must do it before it imports the library: after rl_games' import it came too late on a GPU.
+        """
+        argv = ["--task", task, "--device", "cuda", "--rl_library", "rl_games"]
+        if entry == "train":
+            call = f"from rlscale.train import parse_args; parse_args({argv + ['--distributed']!r})"
+        else:
+            call = f"from rlscale.benchmark import worker; worker.time_python_imports({argv!r}, 'training')"
+        code = f"""
+import os
+try:
+    {call}
+except SystemExit:
+    pass  # this machine has no GPU; the variables were set before CUDA was asked
+print(os.environ["CUDA_VISIBLE_DEVICES"], os.environ["LOCAL_RANK"])
+"""
+        ranks = {"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
+        env = {**os.environ, **ranks, "CUDA_VISIBLE_DEVICES": "3,5"}
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert result.stdout.strip() == expected
+
+
 @requires_mjx
 class TestTraining:
     @pytest.mark.parametrize(("library", "iterations"), [("rsl_rl", 2), ("skrl", 1)])

@@ -21,7 +21,9 @@ echo "snakemake exit $? after $(( $(date +%s) - started )) s"
 grep -E "steps \(|Finished job|Error|error" "$out/snakemake.log" | tail -8
 nvidia-smi topo -m > "$out/nvidia-smi-topo.txt" 2>&1
 ps -eo pid,cmd | grep -E "rlscale|torchrun|torch.distributed" | grep -v grep || echo "no rank left"
-# A file comes back from the machine only under 16 MiB (the first Ant study's archive did not): leave out the
-# benchmark runs' checkpoints and TensorBoard files, a few MB per run; the bundles and job logs hold the results.
-tar czf "$out/study.tgz" --exclude="logs/$study/benchmark_runs" "results/$study" "logs/$study"
+# A file comes back from the machine only under 16 MiB (the Ant study's archives did not): leave out the benchmark
+# runs and the checkpoints and TensorBoard files of the train runs, a few MB per run; the bundles, manifests and job
+# logs hold the results. A train job that was cut off then starts over instead of resuming.
+tar czf "$out/study.tgz" --exclude="logs/$study/benchmark_runs" --exclude="*.pt" --exclude="*.pth" \
+  --exclude="events.out.tfevents.*" "results/$study" "logs/$study"
 du -h "$out/study.tgz"

@@ -73,6 +73,48 @@ def rank_device(requested: str, rank: RankInfo, cuda_device_count: int) -> str:
     return f"cuda:{rank.local_rank}" if rank.local_rank < cuda_device_count else "cuda:0"
 
 
+def own_gpu_variables(environ: Mapping[str, str], rank: RankInfo) -> dict[str, str]:
+    """The variables that leave a CUDA rank only its own GPU, as ``cuda:0``: ``CUDA_VISIBLE_DEVICES`` narrowed to the
+    local rank's entry and ``LOCAL_RANK`` 0, since rsl_rl, rl_games and skrl bind ``cuda:{LOCAL_RANK}``.
+
+    A rank that already sees one GPU (a scheduler bound it) keeps it.
+
+    Raises:
+        ValueError: when ``CUDA_VISIBLE_DEVICES`` lists fewer GPUs than the local rank needs.
+    """
+    listed = environ.get("CUDA_VISIBLE_DEVICES")
+    visible = None if listed is None else [entry.strip() for entry in listed.split(",") if entry.strip()]
+    if visible is None:
+        own = str(rank.local_rank)
+    elif len(visible) == 1:
+        own = visible[0]
+    elif rank.local_rank < len(visible):
+        own = visible[rank.local_rank]
+    else:
+        raise ValueError(f"local rank {rank.local_rank} has no GPU: CUDA_VISIBLE_DEVICES={listed!r}")
+    return {"CUDA_VISIBLE_DEVICES": own, "LOCAL_RANK": "0"}
+
+
+def isolate_own_gpu(requested_device: str) -> None:
+    """Leave this rank of a CUDA job only its own GPU (:func:`own_gpu_variables`); a no-op on CPU or alone.
+
+    CUDA reads ``CUDA_VISIBLE_DEVICES`` once, when the process first asks it anything, so this must run before any
+    ``torch.cuda`` call (even ``is_available``) and before JAX starts.
+
+    Raises:
+        RuntimeError: when CUDA had already started and still shows this rank more than one GPU.
+    """
+    rank = rank_info()
+    if requested_device == "cpu" or not rank.distributed:
+        return
+    os.environ.update(own_gpu_variables(os.environ, rank))
+    import torch
+
+    # Ask the CUDA runtime itself: torch.cuda.device_count() counts through NVML and the variable just set.
+    if torch.cuda._is_compiled() and torch._C._cuda_getDeviceCount() > 1:
+        raise RuntimeError("CUDA started before this rank's GPU was isolated; isolate_own_gpu must run first")
+
+
 def collective_timeout(environ: Mapping[str, str] | None = None) -> datetime.timedelta | None:
     """Timeout of the process groups of a job: twice ``--hang_timeout``, at least a minute; None without a watchdog.
 

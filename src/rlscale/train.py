@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from rlscale.cli import OneLineParser
-from rlscale.dist import RUN_TIMESTAMP_ENV, RankInfo, collective_timeout, rank_device, rank_info
+from rlscale.dist import RUN_TIMESTAMP_ENV, RankInfo, collective_timeout, isolate_own_gpu, rank_device, rank_info
 from rlscale.faults import fault_from_environment
 from rlscale.launch.heartbeat import beat
 from rlscale.resume import AUTO, latest_run, newest_loadable
@@ -157,6 +157,10 @@ def parse_args(
             spec.check_available()
     except (UnknownTaskError, ImportError) as error:
         parser.error(f"--task: {error}")
+    try:
+        isolate_gpu_if_task_asks(args.task, args.device, args.ml_framework)
+    except ValueError as error:
+        parser.error(f"--task {args.task}: {error}")
     args.device = _resolve_device(parser, args.device)
     if args.resume not in (None, AUTO):
         _check_checkpoint(parser, args.resume, args.ml_framework)
@@ -167,6 +171,21 @@ def parse_args(
         except ValueError as error:
             parser.error(f"--agent {override}: {error}")
     return args, agent_cfg
+
+
+def isolate_gpu_if_task_asks(task_id: str, device: str | None, ml_framework: str) -> None:
+    """Show this rank only its own GPU when its task asks (:attr:`~rlscale.tasks.registry.TaskSpec.own_gpu_per_rank`).
+
+    skrl's JAX ranks are left alone: ``jax.distributed`` binds their GPU by ``JAX_LOCAL_RANK`` instead.
+
+    Raises:
+        UnknownTaskError: for a task id that is not registered.
+        ValueError: from :func:`rlscale.dist.own_gpu_variables`.
+    """
+    from rlscale.tasks import get_spec
+
+    if ml_framework == "torch" and get_spec(task_id).own_gpu_per_rank:
+        isolate_own_gpu(device or "cuda")
 
 
 def _resolve_device(parser: argparse.ArgumentParser, requested: str | None) -> str:

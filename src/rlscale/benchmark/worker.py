@@ -6,6 +6,7 @@ torch, so the module's own imports are stdlib and torch-free rlscale modules onl
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 import time
@@ -16,16 +17,28 @@ from rlscale.rl import ADAPTERS
 
 
 def time_python_imports(argv: list[str], workflow: str) -> float:
-    """Import torch, the library adapter (not for runtime, which uses none) and the task modules; return seconds."""
+    """Import torch, the task modules and the library adapter (not for runtime, which uses none); return seconds.
+
+    A task that asks for it gets its rank's GPU isolated between the two, before a library import can start CUDA,
+    since CUDA reads ``CUDA_VISIBLE_DEVICES`` only once (isolated after rl_games' import, both ranks of an H200 pair
+    landed on GPU 0).
+    """
     started = time.perf_counter()
     import torch  # noqa: F401
 
+    from rlscale.tasks import UnknownTaskError, list_tasks
+    from rlscale.train import isolate_gpu_if_task_asks
+
+    list_tasks()  # registers the built-in tasks, importing their modules
+    task = forwarded_value(argv, "--task")
+    if task is not None:
+        with contextlib.suppress(UnknownTaskError, ValueError):  # the parser refuses them later, in one line
+            isolate_gpu_if_task_asks(
+                task, forwarded_value(argv, "--device"), forwarded_value(argv, "--ml_framework") or "torch"
+            )
     library = forwarded_value(argv, "--rl_library") or "rsl_rl"
     if workflow != "runtime" and library in ADAPTERS:  # an unknown name is refused later, by the parser
         importlib.import_module(ADAPTERS[library])
-    from rlscale.tasks import list_tasks
-
-    list_tasks()  # registers the built-in tasks, importing their modules
     return time.perf_counter() - started
 
 

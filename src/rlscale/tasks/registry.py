@@ -28,6 +28,8 @@ class TaskSpec:
     """Package holding that ``agents/`` folder."""
     check_available: Callable[[], None] | None = None
     """Raises ImportError, with one line saying what to install, when the task's optional backend is missing."""
+    own_gpu_per_rank: bool = False
+    """The backend opens a context on every GPU it sees (JAX), so each rank of a CUDA job is shown only its own."""
 
 
 _REGISTRY: dict[str, TaskSpec] = {}
@@ -44,9 +46,10 @@ def register_task(
     agent_cfg_files: dict[str, str],
     package: str,
     check_available: Callable[[], None] | None = None,
+    own_gpu_per_rank: bool = False,
 ) -> None:
     """Register a task under a case-sensitive id; ``check_available`` lets ``rlscale train`` refuse it in one line
-    when an optional backend is missing.
+    when an optional backend is missing, and ``own_gpu_per_rank`` is :attr:`TaskSpec.own_gpu_per_rank`.
 
     Raises:
         ValueError: if the id is taken or an agent config names an unknown library.
@@ -56,7 +59,9 @@ def register_task(
     unknown = set(agent_cfg_files) - set(RL_LIBRARIES)
     if unknown:
         raise ValueError(f"task {task_id!r}: agent configs for unknown libraries {sorted(unknown)}")
-    _REGISTRY[task_id] = TaskSpec(task_id, task_class, cfg_class, dict(agent_cfg_files), package, check_available)
+    _REGISTRY[task_id] = TaskSpec(
+        task_id, task_class, cfg_class, dict(agent_cfg_files), package, check_available, own_gpu_per_rank
+    )
 
 
 def list_tasks() -> list[str]:

@@ -29,4 +29,5 @@ register_task(
     {"rsl_rl": "rsl_rl_ppo.yaml", "rl_games": "rl_games_ppo.yaml", "skrl": "skrl_ppo.yaml"},
     package=__name__,
     check_available=lambda: require_mjx("Rlscale-Ant"),
+    own_gpu_per_rank=True,
 )

@@ -36,10 +36,10 @@ _COMPILED: dict[tuple, tuple] = {}
 def jax_device_for(device: torch.device) -> jax.Device:
     """The JAX device that holds the same memory as a torch device (for CUDA, the same local index).
 
-    Every array the task makes is placed on that device, but JAX still opens a context on each GPU the process sees.
-    Neither way to hide the other GPUs works (docs/tasks.md, on an H200 pair): JAX 0.11's ``jax_cuda_visible_devices``
-    narrowed to a GPU other than the first fails every computation (``Device id 1 is out of range [0, 1)``), and a
-    per-rank ``CUDA_VISIBLE_DEVICES`` breaks the libraries, which require ``cuda:{LOCAL_RANK}``.
+    Every array the task makes is placed on that device. JAX would still open a context on each GPU the process sees,
+    so a rank of a multi-GPU job sees only its own (``own_gpu_per_rank`` at registration, :func:`rlscale.dist.
+    isolate_own_gpu`): JAX 0.11's own ``jax_cuda_visible_devices`` narrowed to a GPU other than the first fails every
+    computation (``Device id 1 is out of range [0, 1)``, docs/tasks.md).
     """
     if device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()
