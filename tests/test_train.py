@@ -137,3 +137,20 @@ class TestAgentOverride:
         """A typo in a key must not silently add a setting nobody reads."""
         with pytest.raises(ValueError):
             apply_override({"algorithm": {"learning_rate": 1e-3}}, override)
+
+
+class TestManifestDevice:
+    def test_names_the_gpu_by_uuid_as_well_as_by_index(self, monkeypatch):
+        """``cuda:0`` of a rank that sees only its own GPU is not GPU 0 of the host: the UUID says which it was."""
+        import types
+
+        import torch
+
+        from rlscale.manifest import device_description
+
+        uuids = {0: "aaaa-0000", 1: "bbbb-1111"}
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "NVIDIA H200")
+        monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: types.SimpleNamespace(uuid=uuids[index]))
+        assert device_description("cuda:1")["gpu_uuid"] == "GPU-bbbb-1111"
+        assert device_description("cpu")["gpu_uuid"] is None

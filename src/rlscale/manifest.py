@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -46,13 +47,25 @@ def git_state(path: Path | None = None) -> dict[str, str | bool | None]:
 
 
 def device_description(device: str) -> dict:
-    """Torch/CUDA versions and, on CUDA, the GPU's name."""
+    """Torch/CUDA versions and, on CUDA, the GPU's name and UUID (``cuda:N`` alone does not say which GPU it was: it
+    counts within ``CUDA_VISIBLE_DEVICES``, which a rank may have narrowed to its own GPU)."""
     import torch
 
-    info = {"device": device, "torch": torch.__version__, "cuda": torch.version.cuda, "gpu_name": None}
+    info = {"device": device, "torch": torch.__version__, "cuda": torch.version.cuda}
+    info |= {"gpu_name": None, "gpu_uuid": None}
     if device.startswith("cuda") and torch.cuda.is_available():
         info["gpu_name"] = torch.cuda.get_device_name(torch.device(device))
+        info["gpu_uuid"] = cuda_uuid(torch.device(device).index or 0)
     return info
+
+
+def cuda_uuid(index: int) -> str | None:
+    """``GPU-<uuid>`` of a CUDA device, as NVML and nvidia-smi name it; None where torch does not expose it."""
+    import torch
+
+    with contextlib.suppress(Exception):  # older torch builds have no uuid property
+        return f"GPU-{torch.cuda.get_device_properties(index).uuid}"
+    return None
 
 
 class Manifest:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import psutil
 
 from rlscale.benchmark.stats import mean_std
+from rlscale.manifest import cuda_uuid
 
 GIB = float(2**30)
 INTERVAL_S = 1.0
@@ -24,13 +25,7 @@ def visible_cuda_devices() -> list[tuple[int, str | None]]:
     """``(cuda index, NVML UUID or None)`` of every GPU this process sees, in CUDA's order."""
     import torch
 
-    devices = []
-    for index in range(torch.cuda.device_count()):
-        uuid = None
-        with contextlib.suppress(Exception):  # older torch builds have no uuid property
-            uuid = f"GPU-{torch.cuda.get_device_properties(index).uuid}"
-        devices.append((index, uuid))
-    return devices
+    return [(index, cuda_uuid(index)) for index in range(torch.cuda.device_count())]
 
 
 def _nvml_handles(devices: Sequence[tuple[int, str | None]]):
