@@ -9,6 +9,7 @@ sys.stderr = open(job.log[0], "w")  # noqa: SIM115 (stays open until the process
 write_study_outputs(
     study=job.wildcards.study,
     device=job.params.device,
+    device_reason=job.params.device_reason,
     training_bundles=list(job.input.training),
     training_cells=job.params.training_cells,
     other_bundles=list(job.input.other),

@@ -274,7 +274,7 @@ def run_case(item: Case, workdir: Path, monkeypatch, capsys) -> tuple[int | None
         config = merged(yaml.safe_load(CONFIG.read_text()), yaml.safe_load(item.command))
         environ = {key: value for key, value in env.items() if value is not None}
         with pytest.raises(StudyConfigError) as error:
-            validated_config(config, SCHEMA, environ, nvml_count=lambda: 0)
+            validated_config(config, SCHEMA, environ, nvml_count=lambda: 0, hardware_probe=lambda: None)
         return None, "", str(error.value).splitlines()
     for key, value in env.items():
         if value is None:
@@ -351,7 +351,9 @@ class TestValidInputsPass:
         overlay = yaml.safe_load((ROOT / ".test" / "config" / "config.yaml").read_text())
         config = merged(yaml.safe_load(CONFIG.read_text()), overlay)
         del config["rdzv_port"]  # left out: the schema's default fills it in
-        study = validated_config(config, SCHEMA, {"CUDA_VISIBLE_DEVICES": ""}, nvml_count=lambda: 0)
+        study = validated_config(
+            config, SCHEMA, {"CUDA_VISIBLE_DEVICES": ""}, nvml_count=lambda: 0, hardware_probe=lambda: None
+        )
         assert (study["device"], study["world_sizes"], study["rdzv_port"]) == ("cpu", [1, 2], 29400)
 
 

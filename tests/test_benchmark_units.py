@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from rlscale.benchmark import bundle as bundles
-from rlscale.benchmark.resources import ResourceSampler
-from rlscale.benchmark.stats import ema, mean_std, rate_stats
+from rlscale.benchmark.resources import Nvml, ResourceSampler, node_gpu_devices
+from rlscale.benchmark.stats import ema, mean_std, median_interval, rate_stats
 
 
 class TestStatistics:
@@ -34,6 +34,50 @@ class TestStatistics:
         assert ema([float("nan")], 0.1) is None
 
 
+def no_nvml():
+    """Stand-in for opening NVML on a host without a driver."""
+    raise OSError("libnvidia-ml.so.1: cannot open shared object file")
+
+
+class FakeNvml:
+    """NVML of a node whose GPU i (handle i) is 10 * (i + 1) % busy with i + 1 GiB of 140 GiB in use."""
+
+    def __init__(self, uuids: list[str]) -> None:
+        self.uuids = uuids
+        self.shut_down = False
+
+    def device_count(self) -> int:
+        return len(self.uuids)
+
+    def handle(self, index: int) -> int:
+        return index
+
+    def uuid(self, handle: int) -> str:
+        return self.uuids[handle]
+
+    def name(self, handle: int) -> str:
+        return "NVIDIA H200"
+
+    def compute_capability(self, handle: int) -> str:
+        return "9.0"
+
+    def memory_gib(self, handle: int) -> tuple[float, float]:
+        return handle + 1.0, 140.0
+
+    def utilization_pct(self, handle: int) -> float:
+        return 10.0 * (handle + 1)
+
+    def shutdown(self) -> None:
+        self.shut_down = True
+
+
+def resources_schema_errors(section: dict) -> list[str]:
+    """Schema violations of a ``resources`` section on its own."""
+    schema = bundles.schema()
+    validator = Draft202012Validator({**schema["properties"]["resources"], "$defs": schema["$defs"]})
+    return [error.message for error in validator.iter_errors(section)]
+
+
 class TestResourceSampler:
     def test_cpu_run_samples_process_and_leaves_gpu_null(self):
         """Without GPUs the sampler reports CPU and RAM only; GPU fields are null and devices empty."""
@@ -46,12 +90,54 @@ class TestResourceSampler:
         assert section["cpu_util_pct"]["mean"] > 0 and section["ram_gb"]["peak"] > 0
         assert (section["gpu_util_pct"], section["gpu_mem_gb"], section["devices"]) == (None, None, {})
 
-    def test_without_nvml_gpu_fields_are_null(self, monkeypatch):
-        """A CUDA run on a host whose NVML cannot load keeps its GPU listed, with null figures, never invented."""
-        monkeypatch.setitem(sys.modules, "pynvml", None)  # makes `import pynvml` fail
-        section = ResourceSampler([(0, None), (1, None)], own_gpu=1, interval=10).start().stop()
-        assert section["devices"] == {"0": {"util_pct": None, "mem_gb": None}, "1": {"util_pct": None, "mem_gb": None}}
+    def test_without_nvml_gpu_fields_are_null(self):
+        """A CUDA run on a host whose NVML cannot load keeps its GPUs listed, with null figures, never invented."""
+        section = ResourceSampler([(0, "GPU-a"), (1, None)], own_gpu=1, interval=10, open_nvml=no_nvml).start().stop()
+        assert section["devices"] == {
+            "0": {"uuid": "GPU-a", "util_pct": None, "mem_gb": None},
+            "1": {"uuid": None, "util_pct": None, "mem_gb": None},
+        }
         assert section["gpu_util_pct"] is None and section["gpu_mem_gb"] is None and section["samples"] == 1
+        assert resources_schema_errors(section) == []
+
+    def test_rank_narrowed_to_its_gpu_still_samples_the_node(self):
+        """Rank 0 of a 2-GPU job sees only its own GPU (NVML's index 1) as cuda:0; devices covers both GPUs of the
+        node by NVML index and UUID, and the top-level figures are rank 0's own GPU."""
+        nvml = FakeNvml(["GPU-a", "GPU-b"])
+        section = ResourceSampler([(0, "GPU-b")], own_gpu=0, interval=10, open_nvml=lambda: nvml).start().stop()
+        assert {key: device["uuid"] for key, device in section["devices"].items()} == {"0": "GPU-a", "1": "GPU-b"}
+        assert section["devices"]["0"]["util_pct"]["mean"] == 10.0
+        assert section["gpu_util_pct"]["mean"] == 20.0 and section["gpu_mem_gb"]["mean"] == 2.0
+        assert nvml.shut_down and resources_schema_errors(section) == []
+
+    def test_own_gpu_by_its_cuda_visible_devices_entry(self, monkeypatch):
+        """Where torch exposes no UUID, the rank's CUDA_VISIBLE_DEVICES entry names its NVML index."""
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+        nvml = FakeNvml(["GPU-a", "GPU-b"])
+        section = ResourceSampler([(0, None)], own_gpu=0, interval=10, open_nvml=lambda: nvml).start().stop()
+        assert section["gpu_util_pct"]["mean"] == 20.0 and set(section["devices"]) == {"0", "1"}
+
+    def test_hardware_lists_the_node_gpus(self):
+        """hardware.gpu_devices from NVML lists every GPU of the node with its UUID; None without NVML."""
+        devices = node_gpu_devices(lambda: FakeNvml(["GPU-a", "GPU-b"]))
+        assert [device["uuid"] for device in devices] == ["GPU-a", "GPU-b"]
+        assert devices[1] == {"name": "NVIDIA H200", "mem_gb": 140.0, "compute_cap": "9.0", "uuid": "GPU-b"}
+        item_schema = bundles.schema()["properties"]["hardware"]["properties"]["gpu_devices"]["items"]
+        assert all(not list(Draft202012Validator(item_schema).iter_errors(device)) for device in devices)
+        assert node_gpu_devices(no_nvml) is None
+
+    def test_bundle_hardware_names_every_gpu_of_the_node(self, monkeypatch):
+        """A CUDA rank shown only its own GPU still lists the node's GPUs (rank0_node scope); a CPU run lists none."""
+        node = node_gpu_devices(lambda: FakeNvml(["GPU-a", "GPU-b"]))
+        monkeypatch.setattr(bundles, "node_gpu_devices", lambda: node)
+        listed = bundles.hardware_section(on_cuda=True)["gpu_devices"]
+        assert [device["uuid"] for device in listed] == ["GPU-a", "GPU-b"]
+        assert bundles.hardware_section(on_cuda=False)["gpu_devices"] == []
+
+    def test_real_nvml_without_a_driver_fails_to_open(self):
+        """On this driverless host the ctypes reader cannot load libnvidia-ml; the sampler then lists null figures."""
+        with pytest.raises(OSError):
+            Nvml("libnvidia-ml-missing.so.1")
 
 
 class TestWriting:
@@ -65,3 +151,23 @@ class TestWriting:
         """JSON has no NaN: missing statistics are written as null."""
         cleaned = bundles.without_nan({"a": [1.0, float("nan")], "b": {"c": float("inf")}})
         assert json.dumps(cleaned, allow_nan=False) == '{"a": [1.0, null], "b": {"c": null}}'
+
+
+class TestMedianInterval:
+    def test_median_lies_inside_an_interval_within_the_sample_range(self):
+        values = [0.91, 0.95, 0.97, 1.02, 1.10, 0.88, 0.99]
+        median, low, high = median_interval(values)
+        assert median == 0.97
+        assert min(values) <= low <= median <= high <= max(values)
+        assert low < high
+
+    def test_identical_repeats_have_no_spread_and_missing_values_are_dropped(self):
+        assert median_interval([2.0, 2.0, float("nan"), None, 2.0]) == (2.0, 2.0, 2.0)
+        assert median_interval([None, float("nan")]) is None
+
+    def test_wider_confidence_gives_a_wider_interval_and_the_seed_fixes_it(self):
+        values = [1.0, 1.3, 0.8, 1.1, 0.9, 1.2, 0.7, 1.4]
+        _, low90, high90 = median_interval(values, confidence=0.5)
+        _, low99, high99 = median_interval(values, confidence=0.99)
+        assert low99 <= low90 and high90 <= high99 and (low99, high99) != (low90, high90)
+        assert median_interval(values, seed=3) == median_interval(values, seed=3)

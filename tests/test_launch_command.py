@@ -55,12 +55,21 @@ def _nvml_unavailable() -> int:
     raise RuntimeError("NVML Shared Library Not Found")
 
 
+def _no_nvidia_hardware() -> None:
+    """Stand-in for the NVIDIA hardware probe on a machine without a GPU."""
+    return None
+
+
 def resolve(
-    argv: list[str], environ: dict[str, str] | None = None, cfg: LauncherCfg = TRAIN_MULTIGPU, nvml=_nvml_unavailable
+    argv: list[str],
+    environ: dict[str, str] | None = None,
+    cfg: LauncherCfg = TRAIN_MULTIGPU,
+    nvml=_nvml_unavailable,
+    evidence=_no_nvidia_hardware,
 ) -> list[str]:
     """Parse and build with a fixed interpreter name, as the launcher would on a node with ``environ``."""
     environ = TWO_GPUS if environ is None else environ
-    args, forwarded = parse_launcher_args(argv, cfg, environ, nvml_count=nvml)
+    args, forwarded = parse_launcher_args(argv, cfg, environ, nvml_count=nvml, gpu_evidence=evidence)
     return build_launch_command(args, forwarded, cfg, environ, python_executable="python")
 
 
@@ -139,7 +148,7 @@ class TestGpuCount:
             capsys, [], {"CUDA_VISIBLE_DEVICES": visible}
         )
 
-    @pytest.mark.parametrize("value", ["0", "-1", "abc", "1.5", "gpu"])
+    @pytest.mark.parametrize("value", ["0", "-1", "abc", "1.5", "gpus", "GPU"])
     @pytest.mark.parametrize("form", ["space", "equals"])
     def test_non_positive_or_non_integer(self, capsys, value, form):
         """--num_gpus must be a positive integer; the error quotes the value."""
@@ -169,6 +178,109 @@ class TestGpuCount:
         assert calls == []
         resolve(["--num_gpus", "2"], {}, nvml=counting_nvml)
         assert calls == [1]
+
+
+NVIDIA_DEVICE_FILE = "/dev/nvidia0 exists"
+CPUS = len(os.sched_getaffinity(0))
+
+
+class TestNumGpusKeywords:
+    @pytest.mark.parametrize("flag", ["--num_gpus", "--nproc_per_node"])
+    def test_gpu_is_every_visible_gpu(self, flag):
+        """torchrun's gpu (Isaac Lab's default) is the default: one rank per visible GPU."""
+        assert resolve([flag, "gpu"], {"CUDA_VISIBLE_DEVICES": "0,1,2"}) == resolve(
+            [], {"CUDA_VISIBLE_DEVICES": "0,1,2"}
+        )
+        assert resolve([flag, "gpu"], {"CUDA_VISIBLE_DEVICES": "0,1,2"})[4] == "3"
+
+    def test_gpu_without_gpu(self, capsys):
+        """gpu on a host without a visible GPU fails like the default, naming the value."""
+        err = error_of(capsys, ["--num_gpus", "gpu"], {"CUDA_VISIBLE_DEVICES": ""})
+        assert "--num_gpus=gpu needs a GPU but none is visible" in err and "pass --device cpu" in err
+
+    def test_auto_with_gpus(self):
+        """auto with visible GPUs is gpu: no --device is added."""
+        assert resolve(["--num_gpus", "auto"]) == [*TORCHRUN, "2", "--local_ranks_filter", "0", *TAIL, "--distributed"]
+
+    @pytest.mark.parametrize("environ", [{"CUDA_VISIBLE_DEVICES": ""}, {}])
+    def test_auto_without_gpu_is_cpu(self, environ):
+        """auto without a visible GPU is torchrun's cpu: a CPU process per available core, told --device cpu."""
+        argv = resolve(["--num_gpus", "auto", "--task", "X"], environ)
+        assert argv[4] == str(CPUS) and argv[-5:] == ["--task", "X", "--device", "cpu", "--distributed"]
+
+    def test_auto_does_not_hide_gpus_nvml_missed(self, capsys):
+        """auto does not fall back to CPU processes on a host with NVIDIA hardware that NVML could not count."""
+        err = error_of(capsys, ["--num_gpus", "auto"], {}, evidence=lambda: NVIDIA_DEVICE_FILE)
+        assert "--num_gpus auto finds no GPU (NVML unavailable: NVML Shared Library Not Found, although" in err
+        assert NVIDIA_DEVICE_FILE in err and "pass --num_gpus cpu" in err
+
+    def test_auto_with_cuda_device_needs_a_gpu(self, capsys):
+        """A forwarded GPU --device makes auto gpu: no CPU fallback."""
+        assert "--num_gpus=auto needs a GPU" in error_of(capsys, ["--num_gpus", "auto", "--device", "cuda"], {})
+
+    @pytest.mark.parametrize("keyword", ["cpu", "auto"])
+    def test_cpu_device_given(self, keyword):
+        """cpu, or auto with --device cpu, counts CPU cores and keeps the one --device."""
+        argv = resolve(["--num_gpus", keyword, "--device=cpu"])
+        assert argv[4] == str(CPUS) and argv[-2:] == ["--device=cpu", "--distributed"] and "cpu" not in argv[5:-2]
+
+    def test_cpu_needs_no_gpu_count(self):
+        """cpu starts CPU processes, told --device cpu, without asking NVML."""
+        argv = resolve(["--num_gpus", "cpu"], {}, nvml=None)
+        assert argv[4] == str(CPUS) and argv[-3:] == ["--device", "cpu", "--distributed"]
+
+    def test_cpu_with_gpu_device(self, capsys):
+        """cpu with a GPU --device is a contradiction, refused naming both."""
+        err = error_of(capsys, ["--num_gpus", "cpu", "--device", "cuda:0"])
+        assert "--num_gpus cpu starts CPU processes, but --device cuda:0 is forwarded" in err
+
+    def test_gpu_with_cpu_device(self, capsys):
+        """gpu with --device cpu is a contradiction, refused with the fix."""
+        err = error_of(capsys, ["--num_gpus", "gpu", "--device", "cpu"])
+        assert "--num_gpus gpu counts GPUs, but --device cpu" in err and "--num_gpus cpu" in err
+
+    def test_help_documents_keywords(self):
+        """--help says what gpu, cpu and auto mean."""
+        text = command.build_parser(TRAIN_MULTIGPU).format_help()
+        assert all(
+            keyword in " ".join(text.split())
+            for keyword in ("gpu (every visible GPU", "cpu (one CPU process", "auto (gpu if")
+        )
+
+
+class TestNoGpuHere:
+    def test_error_names_nvidia_hardware_nvml_missed(self, capsys):
+        """With NVML failing on a host with NVIDIA device files, the error says so and points at the library."""
+        err = error_of(capsys, ["--task", "X"], {}, evidence=lambda: NVIDIA_DEVICE_FILE)
+        assert (
+            "(NVML unavailable: NVML Shared Library Not Found, although /dev/nvidia0 exists: is the NVIDIA driver's "
+            "libnvidia-ml.so.1 on the library path?)" in err
+        )
+
+    def test_masked_gpus_are_not_second_guessed(self, capsys):
+        """An explicit empty CUDA_VISIBLE_DEVICES hides GPUs on purpose: no hardware probe, no library hint."""
+        err = error_of(capsys, ["--task", "X"], {"CUDA_VISIBLE_DEVICES": ""}, evidence=_nvml_unavailable)
+        assert "none is visible (CUDA_VISIBLE_DEVICES='')" in err and "although" not in err
+
+    @pytest.mark.parametrize("nvml", [_nvml_unavailable, lambda: 0])
+    def test_dry_run_leaves_gpu_to_torchrun(self, nvml):
+        """A dry run where no GPU can be counted (a login node) prints torchrun's gpu instead of failing."""
+        argv = resolve(["--task", "X", "--dry_run"], {}, nvml=nvml, evidence=_nvml_unavailable)
+        assert argv == [*TORCHRUN, "gpu", "--local_ranks_filter", "0", *TAIL, "--task", "X", "--distributed"]
+
+    def test_dry_run_keeps_an_explicit_count(self):
+        """A dry run without a countable GPU prints the given count unchecked."""
+        assert resolve(["--num_gpus", "4", "--nnodes", "2", "--master_addr", "n0", "--dry_run"], {})[4] == "4"
+
+    def test_dry_run_still_checks_a_given_mask(self, capsys):
+        """CUDA_VISIBLE_DEVICES='' is a count of zero, not a host that cannot count: the dry run fails too."""
+        assert "pass --device cpu" in error_of(capsys, ["--dry_run"], {"CUDA_VISIBLE_DEVICES": ""})
+
+    def test_dry_run_of_skrl_jax_needs_a_count(self, capsys):
+        """skrl's JAX launcher takes a number only, so its dry run still needs one."""
+        jax = ["--rl_library", "skrl", "--ml_framework", "jax", "--dry_run"]
+        assert "needs a GPU but none is visible" in error_of(capsys, jax, {})
+        assert resolve([*jax, "--num_gpus", "2"], {})[:5] == [*SKRL_JAX, "2"]
 
 
 class TestCpuRanks:
@@ -241,9 +353,17 @@ class TestSkrlJax:
     @pytest.mark.parametrize("name", TORCHRUN_ONLY_ARGS)
     def test_torchrun_only_option_rejected(self, capsys, name):
         """Every torchrun-only option is an error naming that option under skrl JAX."""
-        option = ["--log_all_ranks"] if name == "log_all_ranks" else [f"--{name}", TORCHRUN_VALUES[name]]
-        err = error_of(capsys, ["--rl_library", "skrl", "--ml_framework", "jax", *option])
+        err = error_of(capsys, ["--rl_library", "skrl", "--ml_framework", "jax", f"--{name}", TORCHRUN_VALUES[name]])
         assert f"--{name}: torchrun-only" in err and "--coordinator_address" in err
+
+    def test_log_all_ranks_is_a_note(self, capsys):
+        """--log_all_ranks is accepted with a one-line note: skrl's JAX launcher shows every rank anyway."""
+        argv = resolve(["--rl_library", "skrl", "--ml_framework", "jax", "--log_all_ranks"])
+        assert argv == [*SKRL_JAX, "2", WORKER_SCRIPT, "--rl_library", "skrl", "--ml_framework", "jax", "--distributed"]
+        assert capsys.readouterr() == (
+            "",
+            "[WARN] --log_all_ranks has no effect with skrl's JAX launcher: every rank prints.\n",
+        )
 
     def test_several_torchrun_only_options_named(self, capsys):
         """All offending options are listed at once."""
@@ -270,6 +390,30 @@ class TestSkrlJax:
     def test_multinode_jax_needs_coordinator(self, capsys):
         """Several JAX nodes need the coordinator's address."""
         assert "--coordinator_address" in error_of(capsys, ["--rl_library=skrl", "--ml_framework=jax", "--nnodes=2"])
+
+
+class TestNcclEnvironment:
+    @pytest.mark.parametrize("disable", ["0", "", " 0 "])
+    def test_p2p_disable_off_goes_with_a_level(self, disable):
+        """NCCL_P2P_DISABLE that NCCL reads as 0 does not conflict with NCCL_P2P_LEVEL."""
+        assert resolve([], {**TWO_GPUS, "NCCL_P2P_DISABLE": disable, "NCCL_P2P_LEVEL": "NVL"})[4] == "2"
+
+    @pytest.mark.parametrize("disable", ["1", " 1"])
+    def test_p2p_disable_on_conflicts_with_a_level(self, capsys, disable):
+        """NCCL_P2P_DISABLE=1 with NCCL_P2P_LEVEL is refused, quoting both."""
+        err = error_of(capsys, [], {**TWO_GPUS, "NCCL_P2P_DISABLE": disable, "NCCL_P2P_LEVEL": "NVL"})
+        assert f"NCCL_P2P_DISABLE={disable!r} and NCCL_P2P_LEVEL='NVL'" in err and "mutually exclusive" in err
+
+    @pytest.mark.parametrize("disable", ["1", "0"])
+    def test_empty_level_is_unset(self, disable):
+        """An empty NCCL_P2P_LEVEL is no level."""
+        assert resolve([], {**TWO_GPUS, "NCCL_P2P_DISABLE": disable, "NCCL_P2P_LEVEL": ""})[4] == "2"
+
+    @pytest.mark.parametrize("disable", ["true", "yes", "2", "-1"])
+    def test_p2p_disable_must_be_0_or_1(self, capsys, disable):
+        """A value NCCL would silently read as P2P on (anything but 1) is refused, level or not."""
+        err = error_of(capsys, [], {**TWO_GPUS, "NCCL_P2P_DISABLE": disable})
+        assert f"NCCL_P2P_DISABLE={disable!r} must be 0 or 1" in err
 
 
 class TestMultiNode:
@@ -331,10 +475,44 @@ class TestForwarding:
         ]
 
     def test_double_dash_dropped(self):
-        """The first ``--`` ends the launcher options; it is dropped and what follows is forwarded untouched."""
-        argv = resolve(["--seed", "1", "--", "--num_gpus", "9", "--", "x"])
-        assert argv[argv.index(WORKER_SCRIPT) + 3 :] == ["--seed", "1", "--num_gpus", "9", "--", "x", "--distributed"]
-        assert argv[4] == "2"
+        """The first ``--`` is dropped without hiding launcher options; a second one and the rest are forwarded."""
+        argv = resolve(["--seed", "1", "--", "--num_gpus", "1", "--", "--num_gpus", "9", "x"])
+        tail = ["--seed", "1", "--", "--num_gpus", "9", "x", "--distributed"]
+        assert argv[4] == "1" and argv[argv.index(WORKER_SCRIPT) + 3 :] == tail
+
+    def test_launcher_options_after_double_dash(self):
+        """--rl_library after ``--`` is the launcher's: one library, and skrl JAX picks skrl's launcher."""
+        argv = resolve(["--task", "X", "--", "--rl_library", "skrl", "--ml_framework", "jax"])
+        assert argv == [
+            *SKRL_JAX,
+            "2",
+            *(WORKER_SCRIPT, "--rl_library", "skrl", "--task", "X", "--ml_framework", "jax", "--distributed"),
+        ]
+
+    @pytest.mark.parametrize(
+        ("after", "launcher"),
+        [
+            (["--nnodes", "1"], ["--nnodes", "1", "--local_ranks_filter", "0"]),
+            (["--local_ranks_filter", "1"], ["--local_ranks_filter", "1"]),
+            (["--log_all_ranks"], []),
+        ],
+    )
+    def test_torchrun_options_after_double_dash(self, after, launcher):
+        """Torchrun options after ``--`` reach torchrun, not the ranks."""
+        assert resolve(["--task", "X", "--", *after]) == [
+            *TORCHRUN,
+            "2",
+            *launcher,
+            *TAIL,
+            "--task",
+            "X",
+            "--distributed",
+        ]
+
+    def test_dry_run_after_double_dash(self):
+        """--dry_run after ``--`` is the launcher's too: it prints the command instead of starting it."""
+        args, forwarded = parse_launcher_args(["--task", "X", "--", "--dry_run"], TRAIN_MULTIGPU, TWO_GPUS)
+        assert args.dry_run and forwarded == ["--task", "X"]
 
     def test_no_abbreviations(self):
         """allow_abbrev=False: a prefix of a launcher option is forwarded, not interpreted."""
@@ -426,7 +604,7 @@ class TestDryRun:
         code = (
             "import sys\n"
             "from rlscale.launch.run import main_train_multigpu\n"
-            "rc = main_train_multigpu(['--num_gpus', '2', '--task', 'Cartpole', '--dry_run'])\n"
+            "rc = main_train_multigpu(['--num_gpus', '2', '--task', 'Isaac-Cartpole', '--dry_run'])\n"
             "assert 'torch' not in sys.modules and 'pynvml' not in sys.modules, 'heavy import'\n"
             "sys.exit(rc)\n"
         )

@@ -13,7 +13,15 @@ import pytest
 import yaml
 
 from rlscale.study import jobs
-from rlscale.study.config import check_config, effective_config, envs_for, nodes_for, validated_config
+from rlscale.study.config import (
+    StudyConfigError,
+    check_config,
+    check_gpu_limit,
+    effective_config,
+    envs_for,
+    nodes_for,
+    validated_config,
+)
 from rlscale.study.jobs import GRANT_EXIT_CODE, multinode_args, run_leased, run_multinode, validation_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,6 +46,16 @@ def no_nvml() -> int:
     raise RuntimeError("NVML Shared Library Not Found")
 
 
+def no_hardware() -> None:
+    """Stand-in for the NVIDIA hardware probe on a host without any NVIDIA device."""
+    return None
+
+
+def gpu_hardware() -> str:
+    """Stand-in for the NVIDIA hardware probe on a host with GPUs."""
+    return "/dev/nvidia0 exists"
+
+
 class TestEffectiveConfig:
     def test_auto_without_gpu_runs_the_cpu_fallback(self):
         """device auto with no GPU becomes cpu and takes the fallback sizes; nested keys merge one by one."""
@@ -56,8 +74,34 @@ class TestEffectiveConfig:
 
     def test_auto_asks_nvml_when_nothing_is_set(self):
         """Without CUDA_VISIBLE_DEVICES, NVML decides; a failing NVML means no GPU."""
-        assert effective_config(BASE, {}, nvml_count=lambda: 4)["device"] == "cuda"
-        assert effective_config(BASE, {}, nvml_count=no_nvml)["device"] == "cpu"
+        assert effective_config(BASE, {}, nvml_count=lambda: 4, hardware_probe=gpu_hardware)["device"] == "cuda"
+        assert effective_config(BASE, {}, nvml_count=no_nvml, hardware_probe=no_hardware)["device"] == "cpu"
+
+    def test_auto_refuses_cpu_on_a_host_with_nvidia_gpus(self):
+        """NVML failing on a host with /dev/nvidia0 is a broken driver setup, not a CPU host: one line naming the NVML
+        failure, the evidence and both fixes, instead of a quiet CPU study."""
+        with pytest.raises(ValueError) as error:
+            effective_config(BASE, {}, nvml_count=no_nvml, hardware_probe=gpu_hardware)
+        message = str(error.value)
+        assert message.startswith("device: auto found no usable GPU (NVML unavailable: NVML Shared Library Not Found)")
+        assert "although /dev/nvidia0 exists" in message and "set device: cpu" in message
+        assert len(message.splitlines()) == 1
+
+    def test_hidden_gpus_and_explicit_cpu_run_on_cpu_anywhere(self):
+        """An empty CUDA_VISIBLE_DEVICES hides the GPUs on purpose, and device: cpu is a choice: both run on CPU on a
+        host with GPUs, saying why."""
+        hidden = effective_config(BASE, NO_GPU, nvml_count=no_nvml, hardware_probe=gpu_hardware)
+        assert hidden["device"] == "cpu" and "CUDA_VISIBLE_DEVICES='' hides every GPU" in hidden["device_reason"]
+        chosen = effective_config({**BASE, "device": "cpu"}, {}, nvml_count=no_nvml, hardware_probe=gpu_hardware)
+        assert (chosen["device"], chosen["device_reason"]) == ("cpu", "device: cpu, as the config sets")
+
+    def test_device_reason_names_the_source(self):
+        """The resolved device comes with why: the GPUs counted and where, or the NVML failure on a GPU-less host."""
+        cuda = effective_config(BASE, {"CUDA_VISIBLE_DEVICES": "0,1"})
+        assert cuda["device_reason"] == "device: auto chose cuda: 2 GPU(s) visible (CUDA_VISIBLE_DEVICES='0,1')"
+        cpu = effective_config(BASE, {}, nvml_count=no_nvml, hardware_probe=no_hardware)["device_reason"]
+        assert cpu.startswith("device: auto chose cpu with the cpu_fallback sizes: no GPU visible (NVML unavailable")
+        assert cpu.endswith("no NVIDIA device on this host")
 
     def test_explicit_cpu_keeps_its_sizes(self):
         """device cpu is a choice, not a fallback: the study keeps the sizes it was given."""
@@ -114,9 +158,9 @@ class TestDefaultConfig:
     """config/config.yaml as shipped: both tasks on a GPU host, Cartpole alone at the CPU sizes without one."""
 
     @staticmethod
-    def resolve(environ: dict[str, str]) -> dict:
-        config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-        return validated_config(config, SCHEMA, environ, nvml_count=no_nvml)
+    def resolve(environ: dict[str, str], overlay: dict | None = None) -> dict:
+        config = {**yaml.safe_load((ROOT / "config" / "config.yaml").read_text()), **(overlay or {})}
+        return validated_config(config, SCHEMA, environ, nvml_count=no_nvml, hardware_probe=no_hardware)
 
     def test_gpu_host_studies_both_tasks(self):
         study = self.resolve({"CUDA_VISIBLE_DEVICES": "0,1"})
@@ -128,6 +172,48 @@ class TestDefaultConfig:
         study = self.resolve(NO_GPU)
         assert study["device"] == "cpu" and study["tasks"] == ["Isaac-Cartpole-Direct"]
         assert study["num_envs_per_task"] == {} and envs_for(study, "Isaac-Cartpole-Direct") == [64]
+
+    @pytest.mark.parametrize(
+        ("overlay", "key"),
+        [
+            ({"tasks": ["Isaac-Cartpole-Direct", "No-Such-Task"], "num_envs_per_task": None}, "tasks"),
+            ({"cpu_fallback": {"tasks": ["No-Such-Task"]}}, "cpu_fallback.tasks"),
+        ],
+        ids=["tasks", "fallback-tasks"],
+    )
+    def test_unknown_task_id_is_refused_at_parse_time(self, overlay, key):
+        """A task id the registry does not know is refused when the config is read, naming the key and the id, on a
+        GPU host too (the fallback's tasks are checked before it applies)."""
+        with pytest.raises(StudyConfigError) as error:
+            self.resolve({"CUDA_VISIBLE_DEVICES": "0,1"}, overlay)
+        message = str(error.value)
+        assert message.startswith(f"config: {key}: unknown task 'No-Such-Task';")
+        assert "Isaac-Cartpole-Direct" in message and len(message.splitlines()) == 1
+
+    def test_alias_is_refused_with_the_registered_id(self):
+        """An Isaac Lab alias would file results under a name the bundles do not carry: the registered id is asked."""
+        with pytest.raises(StudyConfigError, match=r"^config: tasks: Isaac-Cartpole-v0 is an alias of Isaac-Cartpole;"):
+            self.resolve(NO_GPU, {"tasks": ["Isaac-Cartpole-v0"], "num_envs_per_task": None})
+
+
+class TestGpuLimit:
+    STUDY = {"device": "cuda", "world_sizes": [1, 2, 4, 8], "gpus_per_node": 4}
+
+    def test_limit_below_a_single_host_world_size_is_refused(self):
+        """--resources gpu=2 with world size 4 on 4-GPU nodes: Snakemake would shrink the grant, so refuse it first."""
+        with pytest.raises(StudyConfigError) as error:
+            check_gpu_limit(self.STUDY, 2)
+        assert str(error.value).startswith("resources: gpu=2 is below the 4 GPU(s) that world size 4 needs")
+        assert "--resources gpu=4" in str(error.value)
+
+    def test_multi_node_sizes_need_only_a_node(self):
+        """World size 8 spans two 4-GPU nodes through gres, outside the limit: gpu=4 is enough."""
+        check_gpu_limit(self.STUDY, 4)
+
+    def test_cpu_studies_and_no_limit_pass(self):
+        """CPU ranks take no GPU, and without --resources gpu there is no limit to check."""
+        check_gpu_limit({**self.STUDY, "device": "cpu"}, 0)
+        check_gpu_limit(self.STUDY, None)
 
 
 class TestNodes:

@@ -7,6 +7,7 @@ CI overlay ``.test/config/config.yaml`` on ``config/config.yaml``.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -121,6 +122,7 @@ class TestEndToEnd:
             data = (results / name).read_bytes()
             assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
         summary = (results / "summary.md").read_text()
+        assert "Device: **cpu**" in summary and "Why: device: cpu, as the config sets." in summary
         assert "| Isaac-Cartpole-Direct | rsl_rl | 32 | 2 | 1 |" in summary
         assert "![efficiency](efficiency.png)" in summary
 
@@ -147,26 +149,30 @@ class TestEndToEnd:
         assert launched[:port] + launched[port + 2 :] == shlex.split(plan)
 
     def test_report_shows_plots_with_captions(self, tiny_study):
-        """snakemake --report builds an HTML report that embeds the plots and their captions."""
+        """snakemake --report builds an HTML report that embeds the plots (each file's bytes, as a data URI) and their
+        captions."""
         report = tiny_study / "report.html"
         result = snakemake(tiny_study, "--configfile", CONFIG, CI_OVERLAY, "--report", str(report))
         assert result.returncode == 0, result.stderr[-2000:]
         html = report.read_text()
         for name in ("throughput.png", "efficiency.png", "learning_curves.png"):
-            assert name in html
+            embedded = base64.b64encode((tiny_study / "results" / STUDY / name).read_bytes()).decode()
+            assert f"filename={name};base64,{embedded}" in html, name
         assert "Weak-scaling efficiency against the world size" in html
 
 
 class TestGrantUnderSnakemake:
     def test_shrunk_gpu_request_fails_the_job(self, tmp_path):
-        """With --resources gpu=1 Snakemake grants the ws2 probe 1 GPU; the job fails, saying so, instead of running."""
+        """Granted 1 GPU for the ws2 probe (here by --set-resources; a low --resources gpu is refused at parse time),
+        the job fails, saying so, instead of running."""
         overlay = tmp_path / "gpu.yaml"
         overlay.write_text("device: cuda\nworld_sizes: [1, 2]\n")
         target = f"results/{STUDY}/probe/ws2.txt"
         # The target goes first: --configfile takes every argument after it.
         result = snakemake(
             tmp_path,
-            target, "--cores", "2", "--resources", "gpu=1", "--configfile", CONFIG, CI_OVERLAY, str(overlay),
+            target, "--cores", "2", "--resources", "gpu=2", "--set-resources", "probe:gpu=1",
+            "--configfile", CONFIG, CI_OVERLAY, str(overlay),
             env=job_env(tmp_path, RLSCALE_LEASE_GPUS="0,1"),
         )  # fmt: skip
         assert result.returncode != 0
@@ -186,6 +192,8 @@ class TestDryRun:
         assert counts["validate"] == "3" and counts["train"] == "6" and counts["probe"] == "1"
         assert counts["benchmark"] == str(3 * 2 * 1 * 2 + 3 + 1)  # libraries x sizes x envs x seeds + startup + runtime
         assert "Rlscale-Ant" not in result.stdout  # The fallback leaves the MJX task out.
+        reason = "device: auto chose cpu with the cpu_fallback sizes: CUDA_VISIBLE_DEVICES='' hides every GPU"
+        assert reason in result.stdout + result.stderr  # The log says which device and why.
 
     def test_default_config_on_a_gpu_host(self, tmp_path):
         """On a (faked) 2-GPU host the default study runs both tasks, Ant at its own two per-rank sizes."""
@@ -199,9 +207,11 @@ class TestDryRun:
         assert counts["benchmark"] == str(tasks * (libraries * sizes * envs * seeds + libraries + 1))
         assert "benchmark/training/Rlscale-Ant/rsl_rl/ws2/envs16384/seed3.json" in result.stdout
         assert "Rlscale-Ant/rsl_rl/ws2/envs65536" not in result.stdout
+        reason = "device: auto chose cuda: 2 GPU(s) visible (CUDA_VISIBLE_DEVICES='0,1')"
+        assert reason in result.stdout + result.stderr
 
     def test_gpu_commands_carry_world_size_and_grant(self, tmp_path):
-        """On a 4-GPU host every GPU rule asks for gpu = world size; a lower limit shows up as a smaller grant."""
+        """On a 4-GPU host every GPU rule asks for gpu = world size, and Snakemake grants it."""
         env = job_env(tmp_path, CUDA_VISIBLE_DEVICES="0,1,2,3")
         overlay = tmp_path / "gpu.yaml"
         overlay.write_text(
@@ -217,9 +227,27 @@ class TestDryRun:
         assert "--num_envs 1024 --max_iterations 150" in train4["shell"]
         ant4 = next(job for wildcards, job in trains.items() if "ws=4" in wildcards and "Rlscale-Ant" in wildcards)
         assert "--num_envs 16384 --max_iterations 150" in ant4["shell"]  # num_envs_per_task: its largest.
-        shrunk = snakemake(tmp_path, "-n", "-p", "--resources", "gpu=2", "--configfile", CONFIG, str(overlay), env=env)
-        train4 = next(job for job in job_blocks(shrunk.stdout) if job["rule"] == "train" and "ws=4" in job["wildcards"])
-        assert "--world_size 4 --device cuda --granted_gpus 2" in train4["shell"]  # the launcher refuses this one
+
+    def test_gpu_limit_below_a_world_size_is_refused(self, tmp_path):
+        """--resources gpu=2 with world size 4: Snakemake would shrink the ws4 jobs' grant to 2 and they would fail
+        when run, so the dry run already stops, in one line naming the limit, the world size and the fix."""
+        overlay = tmp_path / "gpu.yaml"
+        overlay.write_text("world_sizes: [1, 2, 4]\n")
+        env = job_env(tmp_path, CUDA_VISIBLE_DEVICES="0,1,2,3")
+        result = snakemake(tmp_path, "-n", "--resources", "gpu=2", "--configfile", CONFIG, str(overlay), env=env)
+        assert result.returncode != 0
+        output = result.stdout + result.stderr
+        refusals = [line for line in output.splitlines() if line.startswith("resources: gpu=2")]
+        assert len(refusals) == 1 and "world size 4" in refusals[0] and "--resources gpu=4" in refusals[0]
+        assert not (tmp_path / "results").exists()
+
+    def test_unknown_task_is_refused_at_parse_time(self, tmp_path):
+        """A task id the registry does not know stops the dry run, naming it, before any validate job could fail."""
+        overlay = tmp_path / "task.yaml"
+        overlay.write_text("tasks: [No-Such-Task]\nnum_envs_per_task: null\n")
+        result = snakemake(tmp_path, "-n", "--configfile", CONFIG, str(overlay), env=job_env(tmp_path))
+        assert result.returncode != 0
+        assert "config: tasks: unknown task 'No-Such-Task';" in result.stdout + result.stderr
 
     def test_bad_config_is_refused_at_parse_time(self, tmp_path):
         """A config violating the schema stops Snakemake before any job, naming the key."""

@@ -102,6 +102,9 @@ class TestBadInput:
             (["--task", "Isaac-Cartpole", "--resume", "missing.pt"], "no such checkpoint file"),
             (["--task", "Isaac-Cartpole", "--agent", "algorithm.lr=1"], "no key 'algorithm.lr'"),
             (["--task", "Isaac-Cartpole", "--distributed"], "use `rlscale train_multigpu`"),
+            (["--task", "Isaac-Ant-v0"], "closest: Rlscale-Ant (`rlscale list_tasks`)"),
+            (["--task", "Isaac-Cartpole", "env.num_envs=8"], "env.num_envs=8: pass --num_envs 8 instead"),
+            (["--task", "Isaac-Cartpole", "env.decimation=2.5"], "expected int, got '2.5'"),
         ],
     )
     def test_one_line_exit_2_and_nothing_written(self, tmp_path, args, message):
@@ -121,6 +124,24 @@ class TestBadInput:
                          "--log_root", str(tmp_path / "logs"))  # fmt: skip
         assert result.returncode == 2 and "cannot be loaded as weights only" in result.stderr
         assert not (tmp_path / "logs").exists()
+
+
+class TestIsaacLabCommandLine:
+    def test_alias_overrides_and_headless_reach_the_run(self, tmp_path):
+        """An Isaac Lab line runs: the alias as its canonical task, env.* in the task, agent.* in the agent config."""
+        result = rlscale(
+            "train", "--task", "Isaac-Cartpole-v0", "--num_envs", "16", "--max_iterations", "1", "--device", "cpu",
+            "env.episode_length_s=0.1", "--headless", "agent.algorithm.learning_rate=5e-4", "--log_root", str(tmp_path),
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr[-2000:]
+        run_dir = only_run_dir(tmp_path)
+        assert run_dir.parent == tmp_path / "rsl_rl" / "Isaac-Cartpole"
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        assert (manifest["args"]["task"], manifest["args"]["task_alias"]) == ("Isaac-Cartpole", "Isaac-Cartpole-v0")
+        assert manifest["args"]["env_overrides"] == {"episode_length_s": 0.1}
+        assert manifest["agent_cfg"]["algorithm"]["learning_rate"] == 5e-4
+        # 0.1 s episodes are 6 control steps: every env finished at least two in the 16-step rollout (default: 300).
+        assert 0 < manifest["iterations"][0]["mean_episode_length"] <= 6
 
 
 class TestAgentOverride:

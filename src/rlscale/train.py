@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from rlscale.cli import OneLineParser
 from rlscale.dist import RUN_TIMESTAMP_ENV, RankInfo, collective_timeout, isolate_own_gpu, rank_device, rank_info
 from rlscale.faults import fault_from_environment
 from rlscale.launch.heartbeat import beat
 from rlscale.resume import AUTO, latest_run, newest_loadable
 from rlscale.rl import ADAPTERS
+from rlscale.tasks import UnknownTaskError, get_spec, load_agent_cfg, resolve_task_id
+from rlscale.tasks.overrides import field_value, parse_value
 
 if TYPE_CHECKING:
     from rlscale.rl.common import TrainResult
@@ -35,6 +35,21 @@ if TYPE_CHECKING:
 ML_FRAMEWORKS = ("torch", "jax")
 RL_LIBRARIES = tuple(ADAPTERS)
 """The libraries with an adapter (the task registry checks each task's configs against the same names)."""
+AGENT_ENTRY_POINTS = {
+    "rsl_rl_cfg_entry_point": "rsl_rl",
+    "rl_games_cfg_entry_point": "rl_games",
+    "skrl_cfg_entry_point": "skrl",
+    "skrl_ppo_cfg_entry_point": "skrl",
+}
+"""Isaac Lab's ``--agent`` entry-point names → the library whose default agent config (the task's PPO) they name."""
+OPTION_OF_ENV_FIELD = {
+    "num_envs": "num_envs",
+    "scene.num_envs": "num_envs",
+    "seed": "seed",
+    "device": "device",
+    "sim.device": "device",
+}
+"""Task config fields (with Isaac Lab's spellings) that ``rlscale train`` sets per rank from its own options."""
 
 
 def build_parser(prog: str = "rlscale train") -> argparse.ArgumentParser:
@@ -45,7 +60,12 @@ def build_parser(prog: str = "rlscale train") -> argparse.ArgumentParser:
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add every ``rlscale train`` option to ``parser`` (the training benchmark accepts them all) and return it."""
-    parser.add_argument("--task", required=True, help="task id, case-sensitive (see `rlscale list_tasks`)")
+    parser.add_argument(
+        "--task",
+        required=True,
+        help="task id, case-sensitive (see `rlscale list_tasks`); Isaac Lab's ids of the tasks rlscale reproduces "
+        "(Isaac-Cartpole-v0) are accepted too",
+    )
     parser.add_argument("--rl_library", default="rsl_rl", help=f"one of {', '.join(RL_LIBRARIES)} (default rsl_rl)")
     parser.add_argument("--ml_framework", default="torch", help="torch or jax; jax only with --rl_library skrl")
     parser.add_argument("--num_envs", type=int, help="environments on this device (per rank when distributed)")
@@ -76,7 +96,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override one agent config entry by its dotted path, e.g. algorithm.learning_rate=5e-4 (repeatable)",
+        help="override one agent config entry by its dotted path, e.g. algorithm.learning_rate=5e-4 (repeatable); "
+        f"Isaac Lab's entry-point names ({', '.join(AGENT_ENTRY_POINTS)}) name the library's default config",
     )
     parser.add_argument("--distributed", action="store_true", help="run as one rank of a torchrun/skrl-JAX job")
     parser.add_argument(
@@ -97,7 +118,25 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
         metavar="N",
         help="compare the ranks' policy parameters every N iterations (default 0: only at the end)",
     )
+    parser.add_argument("--headless", action="store_true", help="accepted and ignored: rlscale renders nothing")
+    # Not an argparse positional: one of those would take the value of a mistyped option (--num_env 8) as an override.
+    parser.add_argument_group(
+        "overrides (Isaac Lab's Hydra syntax, anywhere on the line)",
+        "agent.KEY=VALUE does what --agent KEY=VALUE does; env.FIELD=VALUE sets a field of the task's config, "
+        "checked against its type (env.episode_length_s=10; env.physics.pole_mass=0.2 in a nested config); "
+        "num_envs, seed and device are set by their options",
+    )
     return parser
+
+
+def parse_command_line(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``parser.parse_args(argv)`` that also collects the arguments that are not options, wherever they are, into
+    ``overrides``; a line with an unknown option is refused whole, as argparse refuses it."""
+    args, extras = parser.parse_known_args(argv)
+    if any(extra.startswith("-") for extra in extras):
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
+    args.overrides = extras
+    return args
 
 
 def parse_args(
@@ -115,15 +154,17 @@ def parse_args(
         argv: Command line without the program name; None reads ``sys.argv``.
         parser: Parser holding at least :func:`add_train_arguments`' options; default :func:`build_parser`'s.
         launcher: Command named in the error for ``--distributed`` without a launcher.
-        torch_free: Stop after the checks that need neither torch nor the task registry (a launcher's
-            ``--dry_run``); the task, device, checkpoint and ``--agent`` keys are then left unchecked.
+        torch_free: Stop after the checks that need no torch (a launcher's ``--dry_run``): the task's id and the
+            form of the overrides are checked, its backend, the device, the checkpoint and the override keys are not.
 
     Returns:
-        The arguments, with ``device`` resolved, and the agent config with the overrides applied (None when
-        ``torch_free``).
+        The arguments and the agent config with the overrides applied (None when ``torch_free``). ``task`` is the
+        registered id (``task_alias`` the Isaac Lab id given for it, or None). Unless ``torch_free``, ``device`` is
+        resolved and ``env_overrides`` maps task config fields to their typed values, which :func:`execute` builds
+        the task with (and the manifest records with the arguments).
     """
     parser = parser or build_parser()
-    args = parser.parse_args(argv)
+    args = parse_command_line(parser, argv)
     if args.rl_library not in RL_LIBRARIES:
         parser.error(f"--rl_library {args.rl_library!r} is not one of {', '.join(RL_LIBRARIES)}")
     if args.ml_framework not in ML_FRAMEWORKS:
@@ -147,15 +188,20 @@ def parse_args(
         parser.error(f"--log_root {args.log_root}: is a file, not a directory; name a directory (default logs)")
     if args.distributed and rank_info().world_size == 1 and "WORLD_SIZE" not in os.environ:
         parser.error(f"--distributed needs the rank variables of a launcher; use `{launcher}`")
+    agent_overrides, env_overrides = _split_overrides(parser, args)
+    try:
+        task_id = resolve_task_id(args.task)
+    except UnknownTaskError as error:
+        parser.error(f"--task: {error}")
+    args.task_alias = None if task_id == args.task else args.task
+    args.task = task_id
     if torch_free:
         return args, None
-    from rlscale.tasks import UnknownTaskError, get_spec, load_agent_cfg
-
+    spec = get_spec(args.task)
     try:
-        spec = get_spec(args.task)
         if spec.check_available is not None:
             spec.check_available()
-    except (UnknownTaskError, ImportError) as error:
+    except ImportError as error:
         parser.error(f"--task: {error}")
     try:
         isolate_gpu_if_task_asks(args.task, args.device, args.ml_framework)
@@ -165,12 +211,61 @@ def parse_args(
     if args.resume not in (None, AUTO):
         _check_checkpoint(parser, args.resume, args.ml_framework)
     agent_cfg = load_agent_cfg(args.task, args.rl_library)
-    for override in args.agent:
+    for given, override in agent_overrides:
         try:
             apply_override(agent_cfg, override)
         except ValueError as error:
-            parser.error(f"--agent {override}: {error}")
+            parser.error(f"{given}: {error}")
+    args.env_overrides = {}
+    for key, text in env_overrides.items():
+        try:
+            args.env_overrides[key] = field_value(spec.cfg_class, key, text)
+        except ValueError as error:
+            parser.error(f"env.{key}={text}: {args.task}'s config: {error}")
     return args, agent_cfg
+
+
+def _split_overrides(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """The agent overrides as ``(as given, KEY=VALUE)`` pairs and the env overrides as ``{FIELD: text}``, refusing
+    what is malformed whatever the task: this much a launcher's dry run checks."""
+    agent: list[tuple[str, str]] = []
+    for entry in args.agent:
+        if "=" in entry:
+            agent.append((f"--agent {entry}", entry))
+        else:
+            _check_agent_entry_point(parser, entry, args.rl_library)
+    env: dict[str, str] = {}
+    for given in args.overrides:
+        prefix, _, override = given.partition(".")
+        key, equals, text = override.partition("=")
+        if prefix not in ("agent", "env"):
+            parser.error(f"{given!r}: a positional argument is an override, agent.KEY=VALUE or env.FIELD=VALUE")
+        if not equals or not key:
+            parser.error(f"{given}: expected {prefix}.KEY=VALUE")
+        if prefix == "env" and key in OPTION_OF_ENV_FIELD:
+            option = OPTION_OF_ENV_FIELD[key]
+            parser.error(f"{given}: pass --{option} {text} instead (rlscale train sets the task's {option} per rank)")
+        if prefix == "agent":
+            agent.append((given, override))
+        else:
+            env[key] = text
+    return agent, env
+
+
+def _check_agent_entry_point(parser: argparse.ArgumentParser, name: str, rl_library: str) -> None:
+    library = AGENT_ENTRY_POINTS.get(name)
+    if library is None:
+        parser.error(
+            f"--agent {name}: expected KEY=VALUE or an Isaac Lab agent entry point: {', '.join(AGENT_ENTRY_POINTS)}"
+        )
+    if library != rl_library:
+        own = next(entry for entry, owner in AGENT_ENTRY_POINTS.items() if owner == rl_library)
+        parser.error(
+            f"--agent {name} names {library}'s agent config, but --rl_library is {rl_library}; "
+            f"pass --rl_library {library}, or --agent {own}"
+        )
 
 
 def isolate_gpu_if_task_asks(task_id: str, device: str | None, ml_framework: str) -> None:
@@ -182,8 +277,6 @@ def isolate_gpu_if_task_asks(task_id: str, device: str | None, ml_framework: str
         UnknownTaskError: for a task id that is not registered.
         ValueError: from :func:`rlscale.dist.own_gpu_variables`.
     """
-    from rlscale.tasks import get_spec
-
     if ml_framework == "torch" and get_spec(task_id).own_gpu_per_rank:
         isolate_own_gpu(device or "cuda")
 
@@ -246,21 +339,11 @@ def apply_override(cfg: dict, override: str) -> None:
         node = node[part]
     if leaf not in node:
         raise ValueError(f"the agent config has no key {key!r}; keys here: {', '.join(map(str, node))}")
-    node[leaf] = _parse_value(text)
+    node[leaf] = parse_value(text)
 
 
 def _sections(node: dict) -> str:
     return ", ".join(str(name) for name, value in node.items() if isinstance(value, dict)) or "none"
-
-
-def _parse_value(text: str):
-    # YAML 1.1 reads "5e-4" as a string, so try the numeric forms first.
-    for convert in (int, float):
-        try:
-            return convert(text)
-        except ValueError:
-            pass
-    return yaml.safe_load(text)
 
 
 def run_directory(args: argparse.Namespace) -> Path:
@@ -382,7 +465,8 @@ def execute(
     Args:
         args: Arguments from :func:`parse_args`.
         agent_cfg: The agent config, overrides applied.
-        on_task_created: Called with the bare task right after it is built, before the library sees it.
+        on_task_created: Called with the task (graphed where possible) right after it is built, before the library
+            sees it.
         on_tracking: Called with the tracking wrapper before training starts, so a caller keeps its records even
             if training then raises.
 
@@ -401,8 +485,7 @@ def execute(
     from rlscale.rl.common import TrainContext, parameter_digest
     from rlscale.rl.dist_compat import use_collective_timeout, use_gloo_for_cpu_ranks
     from rlscale.rl.progress import TrackedTask
-    from rlscale.tasks import make_task
-    from rlscale.tasks.graph import graphed_if_possible
+    from rlscale.tasks.graph import build_task
 
     rank = rank_info()
     device = rank_device(args.device, rank, torch.cuda.device_count() if args.device != "cpu" else 0)
@@ -480,11 +563,11 @@ def execute(
 
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        task_kwargs = {"device": device, "seed": seed + rank.rank}
+        task_kwargs = {**args.env_overrides, "device": device, "seed": seed + rank.rank}
         if args.num_envs is not None:
             task_kwargs["num_envs"] = args.num_envs
         created = time.perf_counter()
-        task = graphed_if_possible(make_task(args.task, **task_kwargs), enabled=not args.no_cuda_graph)
+        task = build_task(args.task, cuda_graph=not args.no_cuda_graph, **task_kwargs)
         outcome.task_creation_s = time.perf_counter() - created
         outcome.task_compile_s = task.compile_s
         outcome.num_envs = task.num_envs
@@ -526,6 +609,7 @@ def execute(
         start_iteration=result.start_iteration,
         iterations_completed=result.iterations_completed,
         checkpoint=str(result.checkpoint) if result.checkpoint else None,
+        resumed_param_digest=result.resumed_param_digest,
         param_digest=digests[rank.rank],
         rank_param_digests=digests,
         sync_checked_at_iterations=sync_checks,

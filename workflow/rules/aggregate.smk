@@ -33,6 +33,7 @@ rule aggregate:
     localrule: True
     params:
         device=DEVICE,
+        device_reason=STUDY["device_reason"],
         training_cells=[cell for _, cell in training_cells()],
         train_cells=[cell for _, cell in train_cells()],
     script:

@@ -6,25 +6,32 @@ import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 
 from rlscale.study.config import (
     StudyConfigError,
+    check_gpu_limit,
     envs_for,
     library_key,
     nodes_for,
     validated_config,
 )
 
-# Schema (defaults filled in, as snakemake.utils.validate does), then device: auto resolved (cpu_fallback applied on
-# a host without a GPU) and the cross-field checks; a bad config is one line naming the key. Rules read STUDY.
+# Schema (defaults filled in, as snakemake.utils.validate does), task ids, then device: auto resolved (cpu_fallback
+# applied on a host without a GPU) and the cross-field checks, then the GPU limit (--resources gpu=N) against the
+# world sizes; a bad config is one line naming the key. Rules read STUDY.
 try:
     STUDY = validated_config(
         config, Path(workflow.basedir, "workflow", "schemas", "config.schema.yaml")
     )
+    # workflow.global_resources is undocumented (Resource objects in Snakemake 9); value None: no --resources gpu.
+    check_gpu_limit(STUDY, workflow.global_resources.get("gpu").value)
 except StudyConfigError as error:
     raise WorkflowError(str(error))
 
 DEVICE = STUDY["device"]
+# Which device, and why, at the top of the console and of .snakemake/log/ (summary.md repeats it).
+logger.info(STUDY["device_reason"])
 # MJX tasks compile their step once per process: with JAX's persistent cache, every later job of the study loads it
 # (about 15 s of compile on an H200 otherwise). A JAX_COMPILATION_CACHE_DIR of the user's own is kept.
 os.environ.setdefault(

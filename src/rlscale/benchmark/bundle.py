@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rlscale.benchmark.resources import node_gpu_devices
 from rlscale.cli import OneLineParser
 
 SCHEMA_VERSION = "1.0"
@@ -115,12 +116,17 @@ def _cpu_name() -> str | None:
 
 
 def hardware_section(on_cuda: bool) -> dict:
-    """Host, CPU, RAM and, on a CUDA run, every visible GPU; a CPU run lists no GPU."""
+    """Host, CPU, RAM and, on a CUDA run, every GPU of the node; a CPU run lists no GPU.
+
+    The node's GPUs come from NVML, which ignores ``CUDA_VISIBLE_DEVICES``: a rank shown only its own GPU still
+    lists them all, as ``gpu_measurement_scope: rank0_node`` says. Without NVML, the GPUs torch sees stand in.
+    """
     import psutil
     import torch
 
-    gpus = []
-    if on_cuda:
+    gpus = node_gpu_devices() if on_cuda else []
+    if gpus is None:
+        gpus = []
         for index in range(torch.cuda.device_count()):
             properties = torch.cuda.get_device_properties(index)
             gpus.append(

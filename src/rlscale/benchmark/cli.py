@@ -114,6 +114,11 @@ def check_workflow_args(
     for flag, reason in NOT_APPLICABLE[workflow].items():
         if _given(argv, flag):
             parser.error(f"{flag} does not apply to the {workflow} benchmark: {reason}")
+    if workflow == "runtime" and args.overrides:
+        parser.error(
+            f"{args.overrides[0]}: overrides do not apply to the runtime benchmark: it steps the task as registered, "
+            "with random actions"
+        )
     if getattr(args, "distributed", False) and args.ml_framework == "jax":
         parser.error(_jax_message(workflow))
     if workflow == "runtime" and (args.warmup_steps < 0 or args.num_steps < 1):
@@ -144,6 +149,11 @@ def _check_peer_args(parser: argparse.ArgumentParser, args: argparse.Namespace, 
     for name, reason in NOT_MIRRORED.items():
         if getattr(args, name):
             parser.error(f"--peer cannot mirror {reason}; drop one of the two")
+    if args.overrides:
+        parser.error(
+            f"--peer cannot mirror {args.overrides[0]}: the peer trains the task and agent config as shipped; "
+            "drop one of the two"
+        )
     kind, _, index = (args.device or "").partition(":")
     if not multigpu and kind == "cuda" and index not in ("", "0"):
         parser.error(
@@ -223,8 +233,10 @@ def main(argv: list[str]) -> int:
         return 2
     if name != workflow:
         return launch(workflow, argv[1:])
+    from rlscale.train import parse_command_line
+
     parser = workflow_parser(workflow, f"rlscale benchmark {workflow}")
-    args = parser.parse_args(argv[1:])
+    args = parse_command_line(parser, argv[1:])
     check_workflow_args(parser, workflow, args, argv[1:], multigpu=False)
     from rlscale.benchmark.worker import time_python_imports
 

@@ -1,8 +1,12 @@
 """The ``resources`` section: a 1 Hz background sampler of the rank-0 process and its node's GPUs.
 
 CPU and memory come from psutil for this process only (CPU % is summed over cores, so it can exceed 100). GPU
-utilisation and memory come from NVML for whole devices, other processes included. Without NVML, or on a CPU run,
-the GPU fields are null: a missing measurement is never replaced by an estimate.
+utilisation and memory come from NVML for whole devices, other processes included, and for every GPU of the node
+(``gpu_measurement_scope: rank0_node``): NVML ignores ``CUDA_VISIBLE_DEVICES``, which a rank of a multi-GPU job
+narrows to its own GPU. Devices are keyed by NVML's index (nvidia-smi's) and carry their UUID;
+:func:`node_gpu_devices` lists the same GPUs for ``hardware.gpu_devices``. NVML is read through ctypes from the
+driver's own library, so no Python package is needed. Without NVML the devices are this process's GPUs by CUDA index,
+with null figures, and a CPU run has none: a missing measurement is never replaced by an estimate.
 """
 
 from __future__ import annotations
@@ -10,14 +14,15 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import psutil
 
 from rlscale.benchmark.stats import mean_std
+from rlscale.launch.gpus import GIB, Nvml
 from rlscale.manifest import cuda_uuid
 
-GIB = float(2**30)
 INTERVAL_S = 1.0
 
 
@@ -28,56 +33,104 @@ def visible_cuda_devices() -> list[tuple[int, str | None]]:
     return [(index, cuda_uuid(index)) for index in range(torch.cuda.device_count())]
 
 
-def _nvml_handles(devices: Sequence[tuple[int, str | None]]):
-    """NVML module and one handle per CUDA index; None when NVML cannot be used.
+@dataclass(frozen=True)
+class NodeGpu:
+    """One GPU of the node as NVML lists it."""
 
-    CUDA orders devices fastest-first and NVML by PCI bus, so a handle is found by UUID; failing that, by the
+    index: int
+    """NVML's index, which nvidia-smi shows."""
+    uuid: str
+    handle: object
+
+
+def node_gpus(nvml: Nvml) -> list[NodeGpu]:
+    """Every GPU of the node, in NVML's order, whatever ``CUDA_VISIBLE_DEVICES`` shows this process."""
+    gpus = []
+    for index in range(nvml.device_count()):
+        handle = nvml.handle(index)
+        gpus.append(NodeGpu(index, nvml.uuid(handle), handle))
+    return gpus
+
+
+def node_gpu_devices(open_nvml: Callable[[], Nvml] = Nvml) -> list[dict] | None:
+    """``hardware.gpu_devices`` of the node: every GPU NVML lists, with its UUID; None when NVML cannot be used."""
+    try:
+        nvml = open_nvml()
+    except Exception:  # no driver or library
+        return None
+    try:
+        devices = []
+        for gpu in node_gpus(nvml):
+            devices.append(
+                {
+                    "name": nvml.name(gpu.handle),
+                    "mem_gb": nvml.memory_gib(gpu.handle)[1],
+                    "compute_cap": nvml.compute_capability(gpu.handle),
+                    "uuid": gpu.uuid,
+                }
+            )
+        return devices
+    except Exception:  # a device NVML cannot describe: no list rather than a partial one
+        return None
+    finally:
+        with contextlib.suppress(Exception):
+            nvml.shutdown()
+
+
+def own_node_index(
+    node: Sequence[NodeGpu], devices: Sequence[tuple[int, str | None]], own_gpu: int, environ: Mapping[str, str]
+) -> int | None:
+    """NVML index of this process's GPU (CUDA index ``own_gpu``), or None when it cannot be told.
+
+    CUDA orders devices fastest-first and NVML by PCI bus, so the GPU is found by UUID; failing that, by its
     ``CUDA_VISIBLE_DEVICES`` entry, and only then by the CUDA index itself.
     """
-    try:
-        import pynvml  # nvidia-ml-py; lazy, it is only needed on GPU runs
-
-        pynvml.nvmlInit()
-    except Exception:  # no package, driver or library: the GPU fields stay null
-        return None, {}
-    masked = [entry.strip() for entry in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if entry.strip()]
-    handles = {}
-    for index, uuid in devices:
-        candidates = []
-        if uuid:
-            candidates.append(lambda uuid=uuid: pynvml.nvmlDeviceGetHandleByUUID(uuid))
-        if index < len(masked) and masked[index].isdigit():
-            candidates.append(lambda entry=int(masked[index]): pynvml.nvmlDeviceGetHandleByIndex(entry))
-        elif not masked:
-            candidates.append(lambda index=index: pynvml.nvmlDeviceGetHandleByIndex(index))
-        for candidate in candidates:
-            with contextlib.suppress(Exception):
-                handles[index] = candidate()
-                break
-    return pynvml, handles
+    uuid = dict(devices).get(own_gpu)
+    indices = {gpu.index for gpu in node}
+    for gpu in node:
+        if uuid and gpu.uuid == uuid:
+            return gpu.index
+    masked = [entry.strip() for entry in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if entry.strip()]
+    if own_gpu < len(masked):
+        return int(masked[own_gpu]) if masked[own_gpu].isdigit() and int(masked[own_gpu]) in indices else None
+    return own_gpu if not masked and own_gpu in indices else None
 
 
 class ResourceSampler:
     """Samples every ``interval`` seconds from :meth:`start` on a daemon thread, and once more at :meth:`stop`.
 
     Args:
-        gpu_devices: ``(cuda index, uuid)`` of every GPU on the node; empty on a CPU run.
+        gpu_devices: ``(cuda index, uuid)`` of every GPU this process sees; empty on a CPU run, which samples no GPU.
         own_gpu: CUDA index of this process's device (the top-level ``gpu_*`` fields), or None on the CPU.
         interval: Seconds between samples.
+        open_nvml: Opens NVML; without it, this process's GPUs are listed with null figures.
     """
 
     def __init__(
-        self, gpu_devices: Sequence[tuple[int, str | None]], own_gpu: int | None, interval: float = INTERVAL_S
+        self,
+        gpu_devices: Sequence[tuple[int, str | None]],
+        own_gpu: int | None,
+        interval: float = INTERVAL_S,
+        open_nvml: Callable[[], Nvml] = Nvml,
     ) -> None:
         self.interval = interval
-        self.own_gpu = own_gpu
-        self.gpu_indices = [index for index, _ in gpu_devices]
-        self._nvml, self._handles = _nvml_handles(gpu_devices) if gpu_devices else (None, {})
+        self._nvml, self._node = None, []
+        if gpu_devices:
+            with contextlib.suppress(Exception):  # no driver or library: the GPU figures stay null
+                self._nvml = open_nvml()
+                self._node = node_gpus(self._nvml)
+        if self._node:
+            self._uuids = {str(gpu.index): gpu.uuid for gpu in self._node}
+            own = None if own_gpu is None else own_node_index(self._node, gpu_devices, own_gpu, os.environ)
+        else:
+            self._uuids = {str(index): uuid for index, uuid in gpu_devices}
+            own = own_gpu
+        self._own_key = None if own is None else str(own)
         self._process = psutil.Process()
         self._cpu: list[float] = []
         self._ram: list[float] = []
-        self._gpu_util: dict[int, list[float]] = {index: [] for index in self.gpu_indices}
-        self._gpu_mem: dict[int, list[float]] = {index: [] for index in self.gpu_indices}
+        self._gpu_util: dict[str, list[float]] = {key: [] for key in self._uuids}
+        self._gpu_mem: dict[str, list[float]] = {key: [] for key in self._uuids}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="rlscale-resources", daemon=True)
 
@@ -94,12 +147,12 @@ class ResourceSampler:
         """Take one sample of every source (also called by the thread)."""
         self._cpu.append(self._process.cpu_percent(None))
         self._ram.append(self._process.memory_info().rss / GIB)
-        for index, handle in self._handles.items():
+        for gpu in self._node:
             with contextlib.suppress(Exception):  # a transient NVML error loses one sample, not the run
-                util = self._nvml.nvmlDeviceGetUtilizationRates(handle).gpu
-                used = self._nvml.nvmlDeviceGetMemoryInfo(handle).used / GIB
-                self._gpu_util[index].append(float(util))
-                self._gpu_mem[index].append(float(used))
+                util = self._nvml.utilization_pct(gpu.handle)
+                used = self._nvml.memory_gib(gpu.handle)[0]
+                self._gpu_util[str(gpu.index)].append(util)
+                self._gpu_mem[str(gpu.index)].append(used)
 
     def stop(self) -> dict:
         """Stop the thread, take a last sample (short runs get at least one) and return the ``resources`` section."""
@@ -109,12 +162,12 @@ class ResourceSampler:
         self.sample()
         if self._nvml is not None:
             with contextlib.suppress(Exception):
-                self._nvml.nvmlShutdown()
+                self._nvml.shutdown()
         devices = {
-            str(index): {"util_pct": mean_std(self._gpu_util[index]), "mem_gb": mean_std(self._gpu_mem[index])}
-            for index in self.gpu_indices
+            key: {"uuid": uuid, "util_pct": mean_std(self._gpu_util[key]), "mem_gb": mean_std(self._gpu_mem[key])}
+            for key, uuid in self._uuids.items()
         }
-        own = devices.get(str(self.own_gpu), {"util_pct": None, "mem_gb": None})
+        own = devices.get(self._own_key, {"util_pct": None, "mem_gb": None})
         return {
             "gpu_util_pct": own["util_pct"],
             "gpu_mem_gb": own["mem_gb"],

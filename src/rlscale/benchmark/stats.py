@@ -6,6 +6,7 @@ Pure Python, no torch: the bundle tests recompute these figures from the bundle'
 from __future__ import annotations
 
 import math
+import random
 import statistics
 from collections.abc import Sequence
 
@@ -51,6 +52,25 @@ def median_rate(work_per_sample: float, durations: Sequence[float]) -> float | N
     """Median of the per-sample rates ``work / duration``; None when no sample has a positive duration."""
     durations = [value for value in _finite(durations) if value > 0]
     return statistics.median([work_per_sample / value for value in durations]) if durations else None
+
+
+def median_interval(
+    values: Sequence[float], confidence: float = 0.95, resamples: int = 10_000, seed: int = 0
+) -> tuple[float, float, float] | None:
+    """Median of ``values`` with a percentile-bootstrap interval: ``(median, low, high)``; None without a finite value.
+
+    The lent GPUs vary by about 15 % from run to run, so a ratio or an efficiency is quoted with the spread of its
+    median over resampled repeats, not as one number. Seeded, so a table regenerates identically.
+    """
+    values = _finite(values)
+    if not values:
+        return None
+    rng = random.Random(seed)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
+    tail = (1.0 - confidence) / 2.0
+    low = medians[int(tail * (resamples - 1))]
+    high = medians[math.ceil((1.0 - tail) * (resamples - 1))]
+    return statistics.median(values), low, high
 
 
 def ema(values: Sequence[float | None], alpha: float) -> float | None:

@@ -26,16 +26,16 @@ def time_python_imports(argv: list[str], workflow: str) -> float:
     started = time.perf_counter()
     import torch  # noqa: F401
 
-    from rlscale.tasks import UnknownTaskError, list_tasks
+    from rlscale.tasks import UnknownTaskError, get_spec
     from rlscale.train import isolate_gpu_if_task_asks
 
-    list_tasks()  # registers the built-in tasks, importing their modules
     task = forwarded_value(argv, "--task")
     if task is not None:
         with contextlib.suppress(UnknownTaskError, ValueError):  # the parser refuses them later, in one line
             isolate_gpu_if_task_asks(
                 task, forwarded_value(argv, "--device"), forwarded_value(argv, "--ml_framework") or "torch"
             )
+            _ = get_spec(task).task_class  # the registry imports a task's module only when asked for its class
     library = forwarded_value(argv, "--rl_library") or "rsl_rl"
     if workflow != "runtime" and library in ADAPTERS:  # an unknown name is refused later, by the parser
         importlib.import_module(ADAPTERS[library])

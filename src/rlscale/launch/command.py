@@ -9,6 +9,7 @@ imports torch, so ``--dry_run`` stays fast; :mod:`rlscale.launch.supervise` runs
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from argparse import Namespace
 from collections.abc import Callable, Mapping, Sequence
@@ -16,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlscale.cli import OneLineParser
+from rlscale.launch.gpus import NVML_LIBRARY, GpuCounter, nvidia_hardware_present, nvml_device_count, visible_gpu_count
 
-GpuCounter = Callable[[], int]
+GpuEvidence = Callable[[], str | None]
 
 TORCHRUN_ARGS = (
     *("nnodes", "node_rank", "master_addr", "master_port", "rdzv_backend", "rdzv_endpoint", "rdzv_id"),
@@ -28,8 +30,11 @@ TORCHRUN_ARGS = (
 SKRL_JAX_ARGS = ("nnodes", "node_rank", "coordinator_address")
 """Options forwarded to ``skrl.utils.distributed.jax``, in this order, each only when set."""
 
-TORCHRUN_ONLY_ARGS = (*(name for name in TORCHRUN_ARGS if name not in SKRL_JAX_ARGS), "log_all_ranks")
-"""Options skrl's JAX launcher has no equivalent for."""
+TORCHRUN_ONLY_ARGS = tuple(name for name in TORCHRUN_ARGS if name not in SKRL_JAX_ARGS)
+"""Options skrl's JAX launcher has no equivalent for, refused with it (``--log_all_ranks`` is only a no-op there)."""
+
+NPROC_KEYWORDS = ("gpu", "cpu", "auto")
+"""torchrun's keywords for ``--nproc_per_node``, accepted by ``--num_gpus``."""
 
 RL_LIBRARIES = ("rsl_rl", "rl_games", "skrl")
 """Libraries with a distributed training path."""
@@ -124,7 +129,9 @@ def build_parser(cfg: LauncherCfg) -> argparse.ArgumentParser:
         "--nproc_per_node",
         dest="nproc_per_node",
         default=None,
-        help="Ranks per node (positive integer). Default: every visible GPU; with --device cpu, 1 CPU process.",
+        help="Ranks per node: N, or torchrun's gpu (every visible GPU; the default), cpu (one CPU process per core, "
+        "with --device cpu) or auto (gpu if a GPU is visible, else cpu). With --device cpu, N counts CPU processes "
+        "(default 1). A --dry_run that can count no GPU here prints gpu, for torchrun to count on the node.",
     )
     add("--nnodes", help="Number of nodes: N, or MIN:MAX for torchrun elastic training.")
     add("--node_rank", help="Rank of this node, in [0, nnodes).")
@@ -142,7 +149,11 @@ def build_parser(cfg: LauncherCfg) -> argparse.ArgumentParser:
     add("--redirects", help="torchrun: redirect worker streams to --log_dir.")
     add("--local_ranks_filter", help="torchrun: local ranks shown on the console (default 0).")
     add("--log_dir", help="torchrun: directory for per-rank logs.")
-    add("--log_all_ranks", action="store_true", help="Show every rank's console output, not only local rank 0.")
+    add(
+        "--log_all_ranks",
+        action="store_true",
+        help="Show every rank's console output, not only local rank 0 (skrl's JAX launcher always shows every rank).",
+    )
     add("--dry_run", action="store_true", help="Print the resolved command and exit without starting it.")
     add(
         "--hang_timeout",
@@ -162,34 +173,6 @@ def forwarded_value(forwarded: Sequence[str], name: str) -> str | None:
         elif arg.startswith(f"{name}="):
             value = arg[len(name) + 1 :]
     return value
-
-
-def nvml_device_count() -> int:
-    """Return NVML's GPU count; raises when NVML is missing or fails to initialise."""
-    import pynvml  # Lazy: only needed when CUDA_VISIBLE_DEVICES is unset, and its import slows --dry_run.
-
-    pynvml.nvmlInit()
-    try:
-        return int(pynvml.nvmlDeviceGetCount())
-    finally:
-        pynvml.nvmlShutdown()
-
-
-def visible_gpu_count(environ: Mapping[str, str], nvml_count: GpuCounter = nvml_device_count) -> tuple[int, str]:
-    """Return the GPUs visible to this node's ranks (``CUDA_VISIBLE_DEVICES`` entries, else NVML) and the source."""
-    raw = environ.get("CUDA_VISIBLE_DEVICES")
-    if raw is not None:
-        entries = [entry.strip() for entry in raw.split(",")]
-        if raw.strip() and not all(entries):
-            raise LaunchError(
-                f"CUDA_VISIBLE_DEVICES={raw!r} has an empty entry; list device indices or UUIDs separated by "
-                "single commas, e.g. CUDA_VISIBLE_DEVICES=0,1."
-            )
-        return sum(1 for entry in entries if entry), f"CUDA_VISIBLE_DEVICES={raw!r}"
-    try:
-        return nvml_count(), "NVML"
-    except Exception as exc:  # No driver, no library or no pynvml all mean that no GPU can be used here.
-        return 0, f"NVML unavailable: {exc or type(exc).__name__}"
 
 
 def world_size(args: Namespace) -> int | None:
@@ -256,9 +239,14 @@ def _check_topology(args: Namespace, jax: bool) -> None:
 
 
 def _check_nccl_environment(environ: Mapping[str, str]) -> None:
-    """Refuse ``NCCL_*`` settings that contradict each other, before any rank starts."""
+    """Refuse ``NCCL_*`` settings that contradict each other or that NCCL would misread, before any rank starts."""
     disable, level = environ.get("NCCL_P2P_DISABLE"), environ.get("NCCL_P2P_LEVEL")
-    if disable and level:  # NCCL_P2P_DISABLE=1 is NCCL_P2P_LEVEL=LOC: two knobs for the same P2P cutoff
+    # NCCL reads the variable with strtol and disables P2P for exactly 1; any other value, "true" included, is off.
+    if disable is not None and disable.strip() not in ("", "0", "1"):
+        raise LaunchError(
+            f"NCCL_P2P_DISABLE={disable!r} must be 0 or 1: NCCL reads it as an integer and turns P2P off only for 1."
+        )
+    if disable is not None and disable.strip() == "1" and level:  # NCCL_P2P_DISABLE=1 is NCCL_P2P_LEVEL=LOC
         raise LaunchError(
             f"NCCL_P2P_DISABLE={disable!r} and NCCL_P2P_LEVEL={level!r} are both set, but they are mutually "
             "exclusive (both set where NCCL uses P2P); unset one for this job, e.g. `env -u NCCL_P2P_LEVEL "
@@ -266,20 +254,62 @@ def _check_nccl_environment(environ: Mapping[str, str]) -> None:
         )
 
 
-def resolve_nproc(
-    args: Namespace, forwarded: Sequence[str], environ: Mapping[str, str], nvml_count: GpuCounter = nvml_device_count
-) -> int:
-    """Return the ranks per node; with forwarded ``--device cpu`` they are CPU processes (default 1, no GPU check)."""
+def _available_cpus() -> int:
+    """CPUs this process may run on, as torchrun counts them for ``--nproc_per_node cpu``."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def resolve_ranks(
+    args: Namespace,
+    forwarded: Sequence[str],
+    environ: Mapping[str, str],
+    nvml_count: GpuCounter = nvml_device_count,
+    gpu_evidence: GpuEvidence = nvidia_hardware_present,
+) -> tuple[int | str, list[str]]:
+    """Return the ranks per node and the arguments forwarded to them.
+
+    ``--num_gpus`` is a count or a torchrun keyword (see its help); ``cpu``, and ``auto`` without a visible GPU, add
+    ``--device cpu`` to the ranks' arguments unless they give a ``--device``. The count is an ``int``, except for a
+    dry run with no GPU countable here (``CUDA_VISIBLE_DEVICES`` unset, NVML finds none): there it stays ``gpu``
+    for torchrun to count on the node that runs the job, since a login node preparing a job has no GPU.
+    """
+    raw = None if args.nproc_per_node is None else str(args.nproc_per_node)
+    keyword = raw if raw in NPROC_KEYWORDS else None
     requested = None
-    if args.nproc_per_node is not None:
-        fix = "omit it to use every visible GPU (1 process with --device cpu)."
-        requested = _int_in("--num_gpus/--nproc_per_node", str(args.nproc_per_node), 1, fix=fix)
+    if raw is not None and keyword is None:
+        fix = "or torchrun's gpu, cpu or auto; omit it to use every visible GPU (1 process with --device cpu)."
+        requested = _int_in("--num_gpus/--nproc_per_node", raw, 1, fix=fix)
+    jax = uses_skrl_jax(args, forwarded)  # skrl's JAX launcher takes a number, not torchrun's gpu
     device = forwarded_value(forwarded, "--device")
-    if device is not None and device.partition(":")[0] == "cpu":
-        return requested or 1
-    visible, source = visible_gpu_count(environ, nvml_count)
+    device_kind = None if device is None else device.partition(":")[0]
+    if keyword == "gpu" and device_kind == "cpu":
+        raise LaunchError(
+            "--num_gpus gpu counts GPUs, but --device cpu makes the ranks CPU processes; pass the number of processes "
+            "(e.g. --num_gpus 2) or --num_gpus cpu."
+        )
+    if keyword == "cpu" and device_kind not in (None, "cpu"):
+        raise LaunchError(f"--num_gpus cpu starts CPU processes, but --device {device} is forwarded; drop --device.")
+    cpu_forwarded = list(forwarded) if device_kind else [*forwarded, "--device", "cpu"]
+    if device_kind == "cpu" or keyword == "cpu":
+        return (requested or 1) if keyword is None else _available_cpus(), cpu_forwarded
+    cpu_fallback = keyword == "auto" and device_kind is None  # a forwarded GPU --device makes auto gpu
+    try:
+        visible, source = visible_gpu_count(environ, nvml_count)
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from None
+    uncountable = visible == 0 and "CUDA_VISIBLE_DEVICES" not in environ
+    if uncountable and args.dry_run and not cpu_fallback and (requested or not jax):
+        return requested or "gpu", list(forwarded)
     if visible == 0:
-        asked = f"--num_gpus={requested}" if requested else "the default --num_gpus (all visible GPUs)"
+        # NVIDIA hardware that NVML did not count is named, so that a broken driver setup is not taken for no GPU.
+        evidence = None if "CUDA_VISIBLE_DEVICES" in environ else gpu_evidence()
+        if cpu_fallback and evidence is None:
+            return _available_cpus(), cpu_forwarded
+        if evidence is not None:
+            source += f", although {evidence}: is the NVIDIA driver's {NVML_LIBRARY} on the library path?"
+        if cpu_fallback:
+            raise LaunchError(f"--num_gpus auto finds no GPU ({source}); to run CPU processes, pass --num_gpus cpu.")
+        asked = f"--num_gpus={raw}" if raw else "the default --num_gpus (all visible GPUs)"
         raise LaunchError(
             f"{asked} needs a GPU but none is visible ({source}); pass --device cpu to run the ranks as CPU "
             "processes (gloo), or expose GPUs via CUDA_VISIBLE_DEVICES."
@@ -289,7 +319,7 @@ def resolve_nproc(
             f"--num_gpus/--nproc_per_node={requested} exceeds the {visible} GPU(s) visible ({source}); lower "
             "--num_gpus or expose more devices via CUDA_VISIBLE_DEVICES (e.g. CUDA_VISIBLE_DEVICES=0,1,2,3)."
         )
-    return requested or visible
+    return requested or visible, list(forwarded)
 
 
 def validate_launch(
@@ -298,13 +328,17 @@ def validate_launch(
     cfg: LauncherCfg,
     environ: Mapping[str, str],
     nvml_count: GpuCounter = nvml_device_count,
-) -> None:
-    """Raise :class:`LaunchError` on the first argument that cannot work; else resolve ``args.nproc_per_node``."""
+    gpu_evidence: GpuEvidence = nvidia_hardware_present,
+) -> list[str]:
+    """Raise :class:`LaunchError` on the first argument that cannot work; else resolve ``args.nproc_per_node``.
+
+    Returns the arguments forwarded to the ranks (:func:`resolve_ranks` may add ``--device cpu``).
+    """
     jax = uses_skrl_jax(args, forwarded)
     if jax and not cfg.supports_jax:
         raise LaunchError(f"{cfg.prog} does not support skrl with --ml_framework jax; use --ml_framework torch.")
     if jax:
-        given = [f"--{name}" for name in TORCHRUN_ONLY_ARGS if getattr(args, name) not in (None, False)]
+        given = [f"--{name}" for name in TORCHRUN_ONLY_ARGS if getattr(args, name) is not None]
         if given:
             raise LaunchError(
                 f"{', '.join(given)}: torchrun-only option(s), not accepted by skrl's JAX launcher "
@@ -318,16 +352,25 @@ def validate_launch(
     _check_topology(args, jax)
     _check_nccl_environment(environ)
     args.hang_timeout = _seconds("--hang_timeout", args.hang_timeout)
-    args.nproc_per_node = resolve_nproc(args, forwarded, environ, nvml_count)  # Last: it may query NVML.
+    # Last: it may query NVML.
+    args.nproc_per_node, forwarded = resolve_ranks(args, forwarded, environ, nvml_count, gpu_evidence)
+    return forwarded
 
 
 def parse_launcher_args(
-    argv: Sequence[str], cfg: LauncherCfg, environ: Mapping[str, str], *, nvml_count: GpuCounter = nvml_device_count
+    argv: Sequence[str],
+    cfg: LauncherCfg,
+    environ: Mapping[str, str],
+    *,
+    nvml_count: GpuCounter = nvml_device_count,
+    gpu_evidence: GpuEvidence = nvidia_hardware_present,
 ) -> tuple[Namespace, list[str]]:
     """Parse and validate launcher options; return them with the arguments forwarded to every rank.
 
-    Unknown arguments are forwarded unchanged and in order; the first ``--`` ends the launcher options and is
-    dropped (splitting here, not in argparse, keeps ``--`` handling identical across Python versions).
+    Unknown arguments are forwarded unchanged and in order. A ``--`` (``--num_gpus 2 -- --task X``) is dropped and
+    hides nothing: launcher options after it are still the launcher's, so that ``-- --rl_library skrl`` cannot reach
+    the ranks while the launcher resolved another library. A second ``--`` and all after it are forwarded verbatim
+    (splitting here, not in argparse, keeps ``--`` handling identical across Python versions).
     ``--ml_framework`` and ``--device`` are read from the forwarded arguments but stay there.
 
     Args:
@@ -335,23 +378,24 @@ def parse_launcher_args(
         cfg: Launcher configuration.
         environ: Environment of the launch (``CUDA_VISIBLE_DEVICES``, the ``NCCL_*`` variables).
         nvml_count: GPU counter used when ``CUDA_VISIBLE_DEVICES`` is unset.
+        gpu_evidence: Evidence of NVIDIA hardware, named in the error when NVML counts no GPU.
 
     Returns:
-        The options, with ``nproc_per_node`` resolved to an ``int``, and the forwarded arguments.
+        The options, with ``nproc_per_node`` resolved (see :func:`resolve_ranks`), and the forwarded arguments.
         A user error prints one line on stderr and raises ``SystemExit(2)`` via ``parser.error``.
     """
     argv = list(argv)
-    tail: list[str] = []
     if "--" in argv:
-        cut = argv.index("--")
-        argv, tail = argv[:cut], argv[cut + 1 :]
+        argv.remove("--")
+    cut = argv.index("--") if "--" in argv else len(argv)
     parser = build_parser(cfg)
-    args, extras = parser.parse_known_args(argv)
-    forwarded = [*extras, *tail]
+    args, extras = parser.parse_known_args(argv[:cut])
     try:
-        validate_launch(args, forwarded, cfg, environ, nvml_count)
+        forwarded = validate_launch(args, [*extras, *argv[cut:]], cfg, environ, nvml_count, gpu_evidence)
     except LaunchError as exc:
         parser.error(str(exc))
+    if args.log_all_ranks and uses_skrl_jax(args, forwarded):
+        print("[WARN] --log_all_ranks has no effect with skrl's JAX launcher: every rank prints.", file=sys.stderr)
     return args, forwarded
 
 
@@ -366,7 +410,8 @@ def build_launch_command(
     """Return the distributed-launcher argv; starts nothing.
 
     Args:
-        args: Options from :func:`parse_launcher_args` (an unresolved ``nproc_per_node`` is resolved here).
+        args: Options from :func:`parse_launcher_args` (an unresolved ``nproc_per_node`` is resolved here, with
+            the forwarded arguments).
         forwarded: Arguments forwarded to every rank.
         cfg: Launcher configuration.
         environ: Environment of the launch, used only to resolve an unresolved ``nproc_per_node``.
@@ -379,8 +424,8 @@ def build_launch_command(
         LaunchError: If ``nproc_per_node`` still needs resolving and cannot be resolved.
     """
     nproc = args.nproc_per_node
-    if not isinstance(nproc, int):
-        nproc = resolve_nproc(args, forwarded, environ)
+    if not isinstance(nproc, int) and nproc != "gpu":  # torchrun counts the GPUs itself for gpu
+        nproc, forwarded = resolve_ranks(args, forwarded, environ)
     jax = uses_skrl_jax(args, forwarded)
     module = "skrl.utils.distributed.jax" if jax else "torch.distributed.run"
     command = [python_executable or sys.executable, "-m", module, "--nproc_per_node", str(nproc)]

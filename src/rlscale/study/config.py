@@ -1,5 +1,5 @@
-"""Parse-time validation and resolution of the study config: the schema, the device, the CPU fallback, and where
-each world size runs.
+"""Parse-time validation and resolution of the study config: the schema, the task ids, the device, the CPU fallback,
+where each world size runs, and the GPU limit Snakemake was given.
 
 ``workflow/rules/common.smk`` calls :func:`validated_config`; the logic lives here so that it can be unit-tested
 without Snakemake.
@@ -14,22 +14,50 @@ from pathlib import Path
 
 import yaml
 
-from rlscale.launch.command import nvml_device_count, visible_gpu_count
+from rlscale.launch.gpus import nvidia_hardware_present, nvml_device_count, visible_gpu_count
+from rlscale.tasks import UnknownTaskError, resolve_task_id
 
 DEVICES = ("auto", "cuda", "cpu")
 """Values of the config's ``device`` key."""
 
 
+HardwareProbe = Callable[[], str | None]
+"""Returns evidence that the host has NVIDIA GPUs (``/dev/nvidia0 exists``), or None."""
+
+
 def resolve_device(
-    requested: str, environ: Mapping[str, str] | None = None, nvml_count: Callable[[], int] = nvml_device_count
-) -> str:
-    """Return ``cuda`` or ``cpu``; ``auto`` is ``cuda`` when a GPU is visible (``CUDA_VISIBLE_DEVICES``, else NVML)."""
+    requested: str,
+    environ: Mapping[str, str] | None = None,
+    nvml_count: Callable[[], int] = nvml_device_count,
+    hardware_probe: HardwareProbe = nvidia_hardware_present,
+) -> tuple[str, str]:
+    """Return ``cuda`` or ``cpu`` and why, in one line for the study log and summary.
+
+    ``auto`` is ``cuda`` when a GPU is visible (``CUDA_VISIBLE_DEVICES``, else NVML), else ``cpu``. It never chooses
+    ``cpu`` on a host that has NVIDIA GPUs it could not count (NVML missing or broken): that would quietly run the
+    small CPU study where a GPU study was meant. An empty ``CUDA_VISIBLE_DEVICES`` hides the GPUs on purpose.
+
+    Raises:
+        ValueError: for an unknown ``requested``, or ``auto`` finding no usable GPU on a host that has some.
+    """
     if requested not in DEVICES:
         raise ValueError(f"device {requested!r} is not one of {', '.join(DEVICES)}.")
     if requested != "auto":
-        return requested
-    visible, _ = visible_gpu_count(os.environ if environ is None else environ, nvml_count)
-    return "cuda" if visible > 0 else "cpu"
+        return requested, f"device: {requested}, as the config sets"
+    environ = os.environ if environ is None else environ
+    visible, source = visible_gpu_count(environ, nvml_count)
+    if visible > 0:
+        return "cuda", f"device: auto chose cuda: {visible} GPU(s) visible ({source})"
+    fallback = "device: auto chose cpu with the cpu_fallback sizes"
+    if "CUDA_VISIBLE_DEVICES" in environ:
+        return "cpu", f"{fallback}: {source} hides every GPU"
+    evidence = hardware_probe()
+    if evidence:
+        raise ValueError(
+            f"device: auto found no usable GPU ({source}) although {evidence}; fix the NVIDIA driver/library path, "
+            "or set device: cpu to run on CPU ranks"
+        )
+    return "cpu", f"{fallback}: no GPU visible ({source}) and no NVIDIA device on this host"
 
 
 _MERGED_FALLBACK_KEYS = ("iterations", "runtime_steps")
@@ -37,9 +65,13 @@ _MERGED_FALLBACK_KEYS = ("iterations", "runtime_steps")
 
 
 def effective_config(
-    config: Mapping, environ: Mapping[str, str] | None = None, nvml_count: Callable[[], int] = nvml_device_count
+    config: Mapping,
+    environ: Mapping[str, str] | None = None,
+    nvml_count: Callable[[], int] = nvml_device_count,
+    hardware_probe: HardwareProbe = nvidia_hardware_present,
 ) -> dict:
-    """Return a copy of the validated config with ``device`` resolved and, for ``auto`` on CPU, the fallback applied.
+    """Return a copy of the validated config with ``device`` resolved (why in ``device_reason``) and, for ``auto`` on
+    CPU, the fallback applied.
 
     ``device: auto`` on a host without a GPU runs the same study with CPU ranks (gloo): the keys of ``cpu_fallback``
     replace their namesakes (``iterations`` and ``runtime_steps`` key by key), so the study stays small enough for a
@@ -48,7 +80,8 @@ def effective_config(
     ``None`` (an overlay file clearing it) is ``{}``.
     """
     resolved = copy.deepcopy(dict(config))
-    resolved["device"] = resolve_device(config["device"], environ, nvml_count)
+    device, reason = resolve_device(config["device"], environ, nvml_count, hardware_probe)
+    resolved["device"], resolved["device_reason"] = device, reason
     resolved["num_envs_per_task"] = resolved.get("num_envs_per_task") or {}
     if config["device"] == "auto" and resolved["device"] == "cpu":
         fallback = config.get("cpu_fallback") or {}
@@ -139,22 +172,46 @@ def validate_schema(config: dict, schema_path: str | Path) -> None:
         raise StudyConfigError(f"config: {_schema_message(error)}")
 
 
+def check_task_ids(config: Mapping) -> None:
+    """Refuse task ids that are not registered, in ``tasks`` and the CPU fallback's (checked on a GPU host too), so
+    that a typo stops the study at parse time rather than when its validate job runs. ``num_envs_per_task`` keys
+    must be among the tasks (:func:`check_config`), hence registered too.
+
+    An Isaac Lab alias is refused as well: results and bundles are filed under the registered id, which it must match.
+
+    Raises:
+        ValueError: naming the key, the id and the registry's way out.
+    """
+    fallback = config.get("cpu_fallback") or {}
+    for key, tasks in (("tasks", config["tasks"]), ("cpu_fallback.tasks", fallback.get("tasks", []))):
+        for task in tasks:
+            try:
+                registered = resolve_task_id(task)
+            except UnknownTaskError as error:
+                raise ValueError(f"{key}: {error}") from None
+            if registered != task:
+                raise ValueError(f"{key}: {task} is an alias of {registered}; write {registered}")
+
+
 def validated_config(
     config: dict,
     schema_path: str | Path,
     environ: Mapping[str, str] | None = None,
     nvml_count: Callable[[], int] = nvml_device_count,
+    hardware_probe: HardwareProbe = nvidia_hardware_present,
 ) -> dict:
     """Validate the study config at parse time and return the effective one the rules read.
 
-    Schema (defaults filled into ``config``), then :func:`effective_config`, then :func:`check_config`.
+    Schema (defaults filled into ``config``), then :func:`check_task_ids`, :func:`effective_config` and
+    :func:`check_config`.
 
     Raises:
         StudyConfigError: one line, ``config: <key>: <problem>; <fix>``, for the first problem found.
     """
     validate_schema(config, schema_path)
     try:
-        study = effective_config(config, environ, nvml_count)
+        check_task_ids(config)
+        study = effective_config(config, environ, nvml_count, hardware_probe)
         check_config(study)
     except ValueError as error:
         raise StudyConfigError(f"config: {error}") from None
@@ -206,3 +263,25 @@ def check_config(config: Mapping) -> None:
             )
     for world_size in config["world_sizes"]:
         nodes_for(world_size, config["gpus_per_node"], config["device"])
+
+
+def check_gpu_limit(study: Mapping, gpu_limit: int | None) -> None:
+    """Refuse a Snakemake GPU limit (``--resources gpu=N``) below what one job of a CUDA study needs on one host.
+
+    Snakemake accepts it and shrinks the job's grant to N, so the job's launcher would refuse only once the study
+    reaches it. World sizes up to ``gpus_per_node`` need that many GPUs of one host (validate needs one); larger ones
+    ask SLURM for ``gpus_per_node`` per node through ``gres``, outside this limit. Without a limit there is nothing to
+    check.
+
+    Raises:
+        StudyConfigError: naming the limit, the world size that needs more and the fix.
+    """
+    if study["device"] != "cuda" or gpu_limit is None:
+        return
+    single_node = [size for size in study["world_sizes"] if nodes_for(size, study["gpus_per_node"], "cuda") == 1]
+    needed = max([1, *single_node])
+    if gpu_limit < needed:
+        raise StudyConfigError(
+            f"resources: gpu={gpu_limit} is below the {needed} GPU(s) that world size {needed} needs on one host, so "
+            f"its jobs would be refused when they run; pass --resources gpu={needed} or more, or drop that world size"
+        )

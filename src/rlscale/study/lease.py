@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from rlscale.launch.command import nvml_device_count
+from rlscale.launch.gpus import nvml_device_count
 
 LEASE_DIR_ENV = "RLSCALE_LEASE_DIR"
 """Directory of the lock files; every job of a host must use the same one."""
@@ -57,7 +57,7 @@ def gpu_pool(environ: Mapping[str, str], nvml_count: Callable[[], int] = nvml_de
             return [entry.strip() for entry in raw.split(",") if entry.strip()], f"{name}={raw!r}"
     try:
         return [str(index) for index in range(nvml_count())], "NVML"
-    except Exception as exc:  # No driver, no library or no pynvml all mean no GPU to lease.
+    except Exception as exc:  # No driver or no library both mean no GPU to lease.
         return [], f"NVML unavailable: {exc or type(exc).__name__}"
 
 

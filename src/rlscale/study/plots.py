@@ -1,4 +1,7 @@
-"""Figures of a study (matplotlib, Agg): throughput and efficiency against GPU count, and learning curves."""
+"""Figures of a study (matplotlib, Agg): throughput and efficiency against GPU count, and learning curves.
+
+The ``*_figure(s)`` functions build the figures (tests read what they draw); the ``plot_*`` functions write them.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import matplotlib
 matplotlib.use("Agg")  # Jobs run headless; select the backend before pyplot is imported.
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 from rlscale.study.aggregate import library_label  # noqa: E402
 
@@ -39,44 +43,46 @@ def _gpu_axis(axis, world_sizes: list[int], device_label: str) -> None:
     axis.grid(True, alpha=0.3)
 
 
-def plot_scaling(table: pd.DataFrame, throughput_path: Path, efficiency_path: Path, device_label: str = "GPUs") -> None:
-    """Plot global throughput (median, IQR bars) and weak-scaling efficiency against world size.
+def scaling_figures(table: pd.DataFrame, device_label: str = "GPUs") -> dict[str, Figure]:
+    """Global throughput (median, IQR bars) and weak-scaling efficiency against world size, keyed ``throughput`` and
+    ``efficiency``.
 
     One panel per task and per-rank env count, one line per library.
     """
     keys = sorted(table.groupby(["task", "num_envs_per_rank"]).groups)
     world_sizes = sorted(int(size) for size in table["world_size"].unique())
-    for path, column, ylabel in (
-        (throughput_path, "global_fps_median", "global env steps / s (training)"),
-        (efficiency_path, "efficiency", "efficiency vs N × single rank"),
+    figures = {}
+    for name, column, ylabel in (
+        ("throughput", "global_fps_median", "global env steps / s (training)"),
+        ("efficiency", "efficiency", "efficiency vs N × single rank"),
     ):
-        title = "Training throughput" if column == "global_fps_median" else "Weak-scaling efficiency"
+        title = "Training throughput" if name == "throughput" else "Weak-scaling efficiency"
         figure, axes = _panels(keys, title)
         for (task, num_envs), axis in axes.items():
             panel = table[(table["task"] == task) & (table["num_envs_per_rank"] == num_envs)]
             for (library, framework), line in panel.groupby(["rl_library", "ml_framework"]):
                 line = line.sort_values("world_size")
                 label = library_label(library, framework)
-                if column == "global_fps_median":
+                if name == "throughput":
                     axis.errorbar(
                         line["world_size"], line[column], yerr=line["global_fps_iqr"] / 2, marker="o", capsize=3,
                         label=label,
                     )  # fmt: skip
                 else:
                     axis.plot(line["world_size"], line[column], marker="o", label=label)
-            if column == "efficiency":
+            if name == "efficiency":
                 axis.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="ideal")
             axis.set_ylim(bottom=0)  # A truncated axis would exaggerate small differences.
             _gpu_axis(axis, world_sizes, device_label)
             axis.set_ylabel(ylabel)
             axis.set_title(f"{task}, {num_envs} envs/rank", fontsize=10)
             axis.legend(fontsize=8)
-        figure.savefig(path, dpi=110)
-        plt.close(figure)
+        figures[name] = figure
+    return figures
 
 
-def plot_learning_curves(curves: pd.DataFrame, path: Path) -> None:
-    """Plot the mean return against global env steps, one line per world size (median over seeds).
+def learning_curves_figure(curves: pd.DataFrame) -> Figure:
+    """The mean return against global env steps, one line per world size (median over seeds).
 
     One panel per task and library, each at the largest per-rank env count the study ran, so that the lines differ
     only in world size.
@@ -97,5 +103,21 @@ def plot_learning_curves(curves: pd.DataFrame, path: Path) -> None:
         axis.set_title(f"{task}, {library_label(library, framework)}, {num_envs} envs/rank", fontsize=10)
         axis.grid(True, alpha=0.3)
         axis.legend(fontsize=8)
+    return figure
+
+
+def plot_scaling(table: pd.DataFrame, throughput_path: Path, efficiency_path: Path, device_label: str = "GPUs") -> None:
+    """Write :func:`scaling_figures` to the two PNG files."""
+    figures = scaling_figures(table, device_label)
+    _save(figures["throughput"], throughput_path)
+    _save(figures["efficiency"], efficiency_path)
+
+
+def plot_learning_curves(curves: pd.DataFrame, path: Path) -> None:
+    """Write :func:`learning_curves_figure` to a PNG file."""
+    _save(learning_curves_figure(curves), path)
+
+
+def _save(figure: Figure, path: Path) -> None:
     figure.savefig(path, dpi=110)
-    plt.close(figure)
+    plt.close(figure)  # pyplot keeps every open figure alive otherwise

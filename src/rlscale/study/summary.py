@@ -83,9 +83,16 @@ def train_table(manifests: Sequence[Mapping], cells: Sequence[Mapping]) -> pd.Da
 
 
 def summary_markdown(
-    study: str, device: str, table: pd.DataFrame, trains: pd.DataFrame, others: pd.DataFrame, figures: Sequence[str]
+    study: str,
+    device: str,
+    device_reason: str,
+    table: pd.DataFrame,
+    trains: pd.DataFrame,
+    others: pd.DataFrame,
+    figures: Sequence[str],
 ) -> str:
-    """Return ``summary.md``: the scaling table, how to read it, the train runs and the startup/runtime bundles."""
+    """Return ``summary.md``: the device and why, the scaling table, how to read it, the train runs and the
+    startup/runtime bundles."""
     shown = table.copy()
     labels = [library_label(*pair) for pair in zip(shown["rl_library"], shown["ml_framework"], strict=True)]
     shown.insert(1, "library", labels)
@@ -95,6 +102,7 @@ def summary_markdown(
         f"# Scaling study `{study}`",
         "",
         f"Device: **{device}** ({'CPU ranks, gloo' if device == 'cpu' else 'one GPU per rank, NCCL'}).",
+        f"Why: {device_reason}.",
         "",
         "## Training throughput (weak scaling)",
         "",
@@ -128,6 +136,7 @@ def write_study_outputs(
     *,
     study: str,
     device: str,
+    device_reason: str,
     training_bundles: Sequence[str],
     training_cells: Sequence[Mapping],
     other_bundles: Sequence[str],
@@ -144,6 +153,7 @@ def write_study_outputs(
     Args:
         study: Study name.
         device: ``cuda`` or ``cpu``.
+        device_reason: Why the study runs there (``device_reason`` of the effective config).
         training_bundles: ``training_multigpu`` bundle files.
         training_cells: Per training bundle, the cell it was filed under (see :func:`load_bundles`).
         other_bundles: ``startup_multigpu``/``runtime_multigpu`` bundle files.
@@ -168,6 +178,6 @@ def write_study_outputs(
     manifests = [json.loads(Path(path).read_text()) for path in train_manifests]
     others = other_bundles_table([read_bundle(path) for path in other_bundles])
     figures = [str(throughput_plot), str(efficiency_plot), str(learning_plot)]
-    text = summary_markdown(study, device, table, train_table(manifests, train_cells), others, figures)
+    text = summary_markdown(study, device, device_reason, table, train_table(manifests, train_cells), others, figures)
     Path(summary).write_text(text)
     return table

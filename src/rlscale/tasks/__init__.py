@@ -1,25 +1,29 @@
-"""Batched PyTorch tasks and their registry."""
+"""Batched PyTorch tasks and their registry.
 
-from rlscale.tasks.base import Observations, TaskCfg, VecTask
+Importing this package imports no torch: the task contract lives in :mod:`rlscale.tasks.base`, and a task's modules
+are imported when it is built.
+"""
+
 from rlscale.tasks.registry import (
     RL_LIBRARIES,
+    TaskSpec,
     UnknownTaskError,
     get_spec,
     list_tasks,
     load_agent_cfg,
     make_task,
     register_task,
+    resolve_task_id,
 )
 
 __all__ = [
     "RL_LIBRARIES",
-    "Observations",
-    "TaskCfg",
+    "TaskSpec",
     "UnknownTaskError",
-    "VecTask",
     "get_spec",
     "list_tasks",
     "load_agent_cfg",
     "make_task",
     "register_task",
+    "resolve_task_id",
 ]

@@ -8,6 +8,8 @@ Captured once, the whole step is one graph launch. The task must declare ``graph
 What a replay returns is copied out of the graph's buffers, which the next replay overwrites: a library may keep a
 step's observations or ``extras["log"]`` values past the next step (skrl pairs states with next states, rsl_rl
 averages the log over a rollout).
+
+:func:`build_task` is how rlscale's runs and the peer baselines both build a task, so that both step it alike.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import sys
 import torch
 
 from rlscale.tasks.base import Observations, VecTask
+from rlscale.tasks.registry import make_task
 
 EAGER_STEPS = 2
 """Steps run eagerly before the capture, so that lazy initialisation (allocator, kernels' first launch) is done."""
@@ -119,3 +122,21 @@ def graphed_if_possible(task: VecTask, enabled: bool = True) -> VecTask:
     if enabled and task.graph_capturable and task.device.type == "cuda":
         return GraphedTask(task)
     return task
+
+
+def build_task(task_id: str, *, cuda_graph: bool, **cfg_overrides) -> VecTask:
+    """The task as rlscale's runs and the peer baselines step it: built from its config, then graphed if possible.
+
+    One function for both sides, so that ``benchmark --peer`` compares the same env step (see :func:`env_step_of`).
+
+    Args:
+        task_id: Registered task id.
+        cuda_graph: Replay the step as one CUDA graph where the task and device allow it (``not --no_cuda_graph``).
+        cfg_overrides: Task config fields (device, seed, num_envs, ...).
+    """
+    return graphed_if_possible(make_task(task_id, **cfg_overrides), enabled=cuda_graph)
+
+
+def env_step_of(task: VecTask) -> str:
+    """``cuda_graph`` if the task's steps replay a captured graph, else ``eager``; meaningful once it has stepped."""
+    return "cuda_graph" if isinstance(task, GraphedTask) and task.captured else "eager"

@@ -1,0 +1,153 @@
+"""Count this host's GPUs without torch or any NVIDIA Python package.
+
+NVML is read through ``ctypes`` from the driver's own ``libnvidia-ml.so.1``: the ``pynvml`` package (nvidia-ml-py) is
+neither a dependency of rlscale nor brought by torch's CUDA wheels. Nothing here imports torch, so a launcher's
+``--dry_run`` stays fast.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import subprocess
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+GpuCounter = Callable[[], int]
+
+NVML_LIBRARY = "libnvidia-ml.so.1"
+"""The NVML library every NVIDIA Linux driver installs."""
+
+
+_NVML_STRING_SIZE = 96
+"""NVML_DEVICE_UUID_V2_BUFFER_SIZE and NVML_DEVICE_NAME_V2_BUFFER_SIZE."""
+GIB = float(2**30)
+
+
+class NvmlError(RuntimeError):
+    """An NVML call that did not return NVML_SUCCESS."""
+
+
+class _Memory(ctypes.Structure):
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+class _Utilization(ctypes.Structure):
+    _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
+
+
+class Nvml:
+    """The few NVML calls rlscale makes (counting GPUs here, sampling them in benchmarks), through ctypes; NVML is
+    initialised on creation.
+
+    Raises:
+        OSError: when the driver's library cannot be loaded (``load_library`` stands in for ``ctypes.CDLL`` in tests).
+        NvmlError: when NVML fails to initialise.
+    """
+
+    def __init__(self, library: str = NVML_LIBRARY, load_library: Callable[[str], Any] = ctypes.CDLL) -> None:
+        self._lib = load_library(library)
+        self._lib.nvmlErrorString.restype = ctypes.c_char_p
+        self._check("nvmlInit_v2")
+
+    def _check(self, function: str, *args) -> None:
+        code = getattr(self._lib, function)(*args)
+        if code != 0:
+            reason = self._lib.nvmlErrorString(code)
+            raise NvmlError(f"{function} failed with NVML error {code} ({reason.decode() if reason else 'unknown'})")
+
+    def _string(self, function: str, handle) -> str:
+        buffer = ctypes.create_string_buffer(_NVML_STRING_SIZE)
+        self._check(function, handle, buffer, ctypes.c_uint(_NVML_STRING_SIZE))
+        return buffer.value.decode()
+
+    def device_count(self) -> int:
+        count = ctypes.c_uint(0)
+        self._check("nvmlDeviceGetCount_v2", ctypes.pointer(count))
+        return count.value
+
+    def handle(self, index: int) -> ctypes.c_void_p:
+        handle = ctypes.c_void_p()
+        self._check("nvmlDeviceGetHandleByIndex_v2", ctypes.c_uint(index), ctypes.byref(handle))
+        return handle
+
+    def uuid(self, handle) -> str:
+        return self._string("nvmlDeviceGetUUID", handle)
+
+    def name(self, handle) -> str:
+        return self._string("nvmlDeviceGetName", handle)
+
+    def compute_capability(self, handle) -> str:
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        self._check("nvmlDeviceGetCudaComputeCapability", handle, ctypes.byref(major), ctypes.byref(minor))
+        return f"{major.value}.{minor.value}"
+
+    def memory_gib(self, handle) -> tuple[float, float]:
+        """``(used, total)`` memory of the whole device."""
+        memory = _Memory()
+        self._check("nvmlDeviceGetMemoryInfo", handle, ctypes.byref(memory))
+        return memory.used / GIB, memory.total / GIB
+
+    def utilization_pct(self, handle) -> float:
+        rates = _Utilization()
+        self._check("nvmlDeviceGetUtilizationRates", handle, ctypes.byref(rates))
+        return float(rates.gpu)
+
+    def shutdown(self) -> None:
+        self._check("nvmlShutdown")
+
+
+def nvml_device_count(load_library: Callable[[str], Any] = ctypes.CDLL) -> int:
+    """Return NVML's GPU count.
+
+    Raises ``OSError`` when the library cannot be loaded and :class:`NvmlError` (a ``RuntimeError``) when an NVML call
+    fails (e.g. no driver loaded); ``load_library`` stands in for ``ctypes.CDLL`` in tests.
+    """
+    nvml = Nvml(load_library=load_library)
+    try:
+        return nvml.device_count()
+    finally:
+        nvml.shutdown()
+
+
+def visible_gpu_count(environ: Mapping[str, str], nvml_count: GpuCounter = nvml_device_count) -> tuple[int, str]:
+    """Return the GPUs visible to this node's ranks (``CUDA_VISIBLE_DEVICES`` entries, else NVML) and the source.
+
+    A failing NVML counts 0 GPUs, with the reason in the source. Raises ``ValueError`` for a ``CUDA_VISIBLE_DEVICES``
+    list with an empty entry.
+    """
+    raw = environ.get("CUDA_VISIBLE_DEVICES")
+    if raw is not None:
+        entries = [entry.strip() for entry in raw.split(",")]
+        if raw.strip() and not all(entries):
+            raise ValueError(
+                f"CUDA_VISIBLE_DEVICES={raw!r} has an empty entry; list device indices or UUIDs separated by "
+                "single commas, e.g. CUDA_VISIBLE_DEVICES=0,1."
+            )
+        return sum(1 for entry in entries if entry), f"CUDA_VISIBLE_DEVICES={raw!r}"
+    try:
+        return nvml_count(), "NVML"
+    except Exception as exc:  # No driver or no library both mean that no GPU can be used here.
+        return 0, f"NVML unavailable: {exc or type(exc).__name__}"
+
+
+def nvidia_hardware_present(
+    dev_root: Path = Path("/dev"), nvidia_smi: str = "nvidia-smi", timeout_s: float = 10.0
+) -> str | None:
+    """Return one phrase of evidence that this host has NVIDIA GPUs, or ``None``.
+
+    The evidence is independent of NVML: a ``dev_root/nvidia<N>`` device file, else GPU lines of ``nvidia_smi -L``
+    (a missing, failing or slow ``nvidia-smi`` counts as no evidence). It tells "no GPU here" from "GPUs that NVML
+    could not count", so that the second does not quietly fall back to CPU.
+    """
+    device_files = sorted(dev_root.glob("nvidia[0-9]*"))
+    if device_files:
+        return f"{device_files[0]} exists"
+    try:
+        listing = subprocess.run(
+            [nvidia_smi, "-L"], capture_output=True, text=True, timeout=timeout_s, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    gpus = [line for line in listing.splitlines() if line.startswith("GPU ")]
+    return f"`{nvidia_smi} -L` lists {len(gpus)} GPU(s)" if gpus else None

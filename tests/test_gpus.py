@@ -1,0 +1,153 @@
+"""Tests of GPU counting without torch or pynvml: NVML through ctypes (a fake library), CUDA_VISIBLE_DEVICES, and the
+evidence of NVIDIA hardware independent of NVML (fake device files and a fake nvidia-smi)."""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rlscale.launch.gpus import NVML_LIBRARY, nvidia_hardware_present, nvml_device_count, visible_gpu_count
+
+NVML_ERRORS = {9: b"Driver Not Loaded", 999: b"Unknown Error"}
+
+
+class FakeNvml:
+    """Stand-in for the loaded ``libnvidia-ml.so.1``: the four functions the counter calls, recorded in order."""
+
+    def __init__(self, count: int = 0, init_code: int = 0, count_code: int = 0):
+        self.count, self.init_code, self.count_code = count, init_code, count_code
+        self.calls: list[str] = []
+        self.nvmlErrorString = lambda code: NVML_ERRORS.get(code)  # the counter sets .restype on it
+
+    def nvmlInit_v2(self) -> int:
+        self.calls.append("init")
+        return self.init_code
+
+    def nvmlDeviceGetCount_v2(self, count_pointer) -> int:
+        self.calls.append("count")
+        count_pointer.contents.value = self.count
+        return self.count_code
+
+    def nvmlShutdown(self) -> int:
+        self.calls.append("shutdown")
+        return 0
+
+
+def loader_of(library: FakeNvml, loaded: list[str] | None = None):
+    """A ``ctypes.CDLL`` stand-in that returns ``library`` and records the names it was asked for."""
+
+    def load(name: str) -> FakeNvml:
+        if loaded is not None:
+            loaded.append(name)
+        return library
+
+    return load
+
+
+class TestNvmlThroughCtypes:
+    def test_counts_through_the_driver_library(self):
+        """The count comes from nvmlDeviceGetCount_v2 of libnvidia-ml.so.1, between init and shutdown."""
+        library, loaded = FakeNvml(count=4), []
+        assert nvml_device_count(loader_of(library, loaded)) == 4
+        assert loaded == [NVML_LIBRARY] == ["libnvidia-ml.so.1"]
+        assert library.calls == ["init", "count", "shutdown"]
+
+    def test_missing_library_is_an_oserror(self):
+        """Without the driver's library the real loader raises OSError naming it."""
+        with pytest.raises(OSError, match="libnvidia-ml-absent"):
+            nvml_device_count(lambda name: ctypes.CDLL("libnvidia-ml-absent.so.1"))
+
+    def test_failed_init_names_the_call_and_the_error(self):
+        """A non-zero nvmlInit_v2 is a RuntimeError with NVML's own text; nothing to shut down."""
+        library = FakeNvml(init_code=9)
+        with pytest.raises(RuntimeError, match=r"nvmlInit_v2 failed with NVML error 9 \(Driver Not Loaded\)"):
+            nvml_device_count(loader_of(library))
+        assert library.calls == ["init"]
+
+    def test_failed_count_still_shuts_down(self):
+        """A non-zero nvmlDeviceGetCount_v2 raises after nvmlShutdown."""
+        library = FakeNvml(count_code=999)
+        with pytest.raises(RuntimeError, match="nvmlDeviceGetCount_v2 failed with NVML error 999"):
+            nvml_device_count(loader_of(library))
+        assert library.calls == ["init", "count", "shutdown"]
+
+    def test_pynvml_is_never_imported(self, monkeypatch):
+        """Counting works where ``import pynvml`` fails (the package is no dependency) and does not import it."""
+        monkeypatch.setitem(sys.modules, "pynvml", None)  # makes `import pynvml` raise ImportError
+        assert nvml_device_count(loader_of(FakeNvml(count=2))) == 2
+        assert visible_gpu_count({}, lambda: nvml_device_count(loader_of(FakeNvml(count=3)))) == (3, "NVML")
+        assert sys.modules["pynvml"] is None
+
+
+class TestVisibleGpuCount:
+    @pytest.mark.parametrize(("visible", "count"), [("", 0), ("0", 1), ("0,1", 2), ("GPU-a1, GPU-b2", 2)])
+    def test_cuda_visible_devices_entries(self, visible, count):
+        """A set CUDA_VISIBLE_DEVICES is counted by entries, without asking NVML."""
+        assert visible_gpu_count({"CUDA_VISIBLE_DEVICES": visible}, nvml_count=None) == (
+            count,
+            f"CUDA_VISIBLE_DEVICES={visible!r}",
+        )
+
+    def test_nvml_when_unset(self):
+        """Without CUDA_VISIBLE_DEVICES NVML counts."""
+        assert visible_gpu_count({}, lambda: 8) == (8, "NVML")
+
+    def test_nvml_failure_counts_zero_with_the_reason(self):
+        """A failing NVML means no usable GPU; the reason is kept for the error line."""
+        assert visible_gpu_count({}, lambda: ctypes.CDLL("libnvidia-ml-absent.so.1"))[0] == 0
+        count, source = visible_gpu_count({}, lambda: nvml_device_count(loader_of(FakeNvml(init_code=9))))
+        assert count == 0 and source == "NVML unavailable: nvmlInit_v2 failed with NVML error 9 (Driver Not Loaded)"
+
+    def test_empty_entry_is_a_value_error(self):
+        """A list with an empty entry is refused, quoting it."""
+        with pytest.raises(ValueError, match="CUDA_VISIBLE_DEVICES='0,,1' has an empty entry"):
+            visible_gpu_count({"CUDA_VISIBLE_DEVICES": "0,,1"})
+
+
+def fake_nvidia_smi(folder: Path, body: str) -> str:
+    """Write an executable ``nvidia-smi`` stand-in running the shell ``body``; return its path."""
+    script = folder / "nvidia-smi"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+class TestNvidiaHardwarePresent:
+    def test_device_file(self, tmp_path):
+        """A /dev/nvidia<N> file is evidence, named in the phrase; nvidia-smi is not needed."""
+        for name in ("nvidiactl", "nvidia-uvm", "nvidia1", "nvidia0"):
+            (tmp_path / name).touch()
+        found = nvidia_hardware_present(tmp_path, nvidia_smi=str(tmp_path / "absent"))
+        assert found == f"{tmp_path / 'nvidia0'} exists"
+
+    def test_control_files_alone_are_no_gpu(self, tmp_path):
+        """nvidiactl and nvidia-uvm exist without a GPU (a driver in a container); they are not evidence."""
+        (tmp_path / "nvidiactl").touch()
+        (tmp_path / "nvidia-uvm").touch()
+        assert nvidia_hardware_present(tmp_path, nvidia_smi=str(tmp_path / "absent")) is None
+
+    def test_nvidia_smi_lists_gpus(self, tmp_path):
+        """Without device files, GPU lines of `nvidia-smi -L` are evidence."""
+        lines = "GPU 0: NVIDIA H200 (UUID: GPU-b9124bcb)\nGPU 1: NVIDIA H200 (UUID: GPU-c0ffee00)"
+        smi = fake_nvidia_smi(tmp_path, f'[ "$1" = -L ] && printf "{lines}\\n"')
+        assert nvidia_hardware_present(tmp_path / "dev", nvidia_smi=smi) == f"`{smi} -L` lists 2 GPU(s)"
+
+    def test_failing_nvidia_smi(self, tmp_path):
+        """nvidia-smi without a driver prints no GPU line: no evidence."""
+        smi = fake_nvidia_smi(tmp_path, "echo 'NVIDIA-SMI has failed because it could not communicate'; exit 9")
+        assert nvidia_hardware_present(tmp_path / "dev", nvidia_smi=smi) is None
+
+    def test_missing_nvidia_smi(self, tmp_path):
+        """No nvidia-smi on the host is no evidence, not an error."""
+        assert nvidia_hardware_present(tmp_path, nvidia_smi=str(tmp_path / "absent")) is None
+
+    def test_hung_nvidia_smi_is_bounded(self, tmp_path):
+        """A hung nvidia-smi is given up after the timeout."""
+        smi = fake_nvidia_smi(tmp_path, "exec sleep 30")
+        start = time.perf_counter()
+        assert nvidia_hardware_present(tmp_path / "dev", nvidia_smi=smi, timeout_s=0.3) is None
+        assert time.perf_counter() - start < 5
