@@ -138,6 +138,27 @@ class TestStepAndReset:
 
 
 @requires_mjx
+@pytest.mark.parametrize(
+    ("hook", "arguments"),
+    [
+        ("reward_weights", 0),
+        ("_sample_reset", 1),
+        ("_control", 1),
+        ("_observe", 2),
+        ("_termination_flags", 1),
+        ("_reward_values", 4),
+        ("_episode_metrics", 2),
+    ],
+)
+def test_every_mdp_hook_is_the_subclass_to_write(hook, arguments):
+    """The backend implements none of the MDP: a subclass that forgets a hook fails when it is first traced."""
+    from rlscale.tasks.mjx.backend import MjxVecTask
+
+    with pytest.raises(NotImplementedError):
+        getattr(MjxVecTask, hook)(object(), *[None] * arguments)
+
+
+@requires_mjx
 class TestDlpack:
     def test_outputs_alias_the_jitted_buffers_without_host_copies(self, task, monkeypatch):
         import jax
@@ -250,6 +271,18 @@ class TestTraining:
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
         (manifest,) = [json.loads(path.read_text()) for path in tmp_path.rglob("manifest.json")]
         assert manifest["status"] == "completed" and manifest["iterations_completed"] == iterations
+
+    def test_rl_games_trains_past_its_first_iteration(self, tmp_path, jax_env):
+        """rl_games beyond its first epoch (the other tests stop there): three iterations, each one timed."""
+        result = rlscale(
+            "train", "--task", "Rlscale-Ant", "--rl_library", "rl_games", "--num_envs", str(NUM_ENVS),
+            "--max_iterations", "3", "--device", "cpu", "--log_root", str(tmp_path), env=jax_env,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+        (manifest,) = [json.loads(path.read_text()) for path in tmp_path.rglob("manifest.json")]
+        assert manifest["status"] == "completed" and manifest["iterations_completed"] == 3
+        assert [record["iteration"] for record in manifest["iterations"]] == [0, 1, 2]
+        assert all(record["iteration_s"] > 0 for record in manifest["iterations"])
 
     def test_startup_benchmark_times_the_compile_apart(self, tmp_path, jax_env):
         """rl_games' first iteration, with the task's compilation as its own phase (loaded from JAX's cache here)."""

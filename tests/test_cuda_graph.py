@@ -3,11 +3,13 @@
 The equivalence tests need a GPU; the copy-out and the CPU fallbacks run everywhere.
 """
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
-from rlscale.tasks import make_task
-from rlscale.tasks.graph import EAGER_STEPS, GraphedTask, _copy_out, graphed_if_possible
+from rlscale.tasks import graph, make_task
+from rlscale.tasks.graph import EAGER_STEPS, GraphedTask, _copy_out, build_task, env_step_of, graphed_if_possible
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -26,6 +28,58 @@ def test_cpu_task_is_left_eager():
     assert graphed_if_possible(task) is task
     with pytest.raises(ValueError, match="cannot be captured"):
         GraphedTask(task)
+
+
+@pytest.mark.parametrize(
+    ("enabled", "capturable", "device", "graphed"),
+    [
+        (True, True, "cuda:0", True),
+        (False, True, "cuda:0", False),  # --no_cuda_graph
+        (True, False, "cuda:0", False),  # a task that cannot be captured (MJX)
+        (True, True, "cpu", False),
+    ],
+)
+def test_graph_only_when_enabled_capturable_and_on_cuda(monkeypatch, enabled, capturable, device, graphed):
+    """The decision alone, on a stand-in task (no GPU needed): GraphedTask is what a CUDA run would get."""
+    task = SimpleNamespace(graph_capturable=capturable, device=torch.device(device))
+    monkeypatch.setattr(graph, "GraphedTask", lambda wrapped: ("graphed", wrapped))
+    assert (graphed_if_possible(task, enabled=enabled) == ("graphed", task)) is graphed
+
+
+@pytest.mark.parametrize("cuda_graph", [True, False])
+def test_build_task_passes_the_setting_on(monkeypatch, cuda_graph):
+    """``build_task(cuda_graph=False)``, what --no_cuda_graph asks for, leaves a capturable CUDA task eager."""
+    task = SimpleNamespace(graph_capturable=True, device=torch.device("cuda:0"))
+    made = []
+
+    def make_task(task_id: str, **cfg):
+        made.append((task_id, cfg))
+        return task
+
+    monkeypatch.setattr(graph, "make_task", make_task)
+    monkeypatch.setattr(graph, "GraphedTask", lambda wrapped: ("graphed", wrapped))
+    result = build_task("Isaac-Cartpole", cuda_graph=cuda_graph, device="cuda:0", seed=3)
+    assert result == (("graphed", task) if cuda_graph else task)
+    assert made == [("Isaac-Cartpole", {"device": "cuda:0", "seed": 3})]
+
+
+def test_env_step_says_whether_steps_replay_a_graph():
+    """Eager for a bare task and for a graphed one before (or without) its capture; cuda_graph once captured."""
+    assert env_step_of(make_task("Isaac-Cartpole", device="cpu", num_envs=4)) == "eager"
+    graphed = GraphedTask.__new__(GraphedTask)  # its constructor needs a GPU; only the capture state matters here
+    graphed._graph = None
+    assert env_step_of(graphed) == "eager"
+    graphed._graph = object()
+    assert env_step_of(graphed) == "cuda_graph"
+
+
+@cuda
+@pytest.mark.parametrize(("cuda_graph", "expected"), [(True, "cuda_graph"), (False, "eager")])
+def test_build_task_on_the_gpu(cuda_graph, expected):
+    task = build_task("Isaac-Cartpole", cuda_graph=cuda_graph, device="cuda", num_envs=64)
+    for _ in range(EAGER_STEPS + 1):
+        task.step(torch.zeros(task.num_envs, 1, device="cuda"))
+    assert env_step_of(task) == expected
 
 
 def _pair(task_id: str, num_envs: int = 512):

@@ -6,8 +6,11 @@ form and several tests read its bundle.
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -15,11 +18,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from rlscale.benchmark.bundle import validation_errors
-from rlscale.benchmark.comparison import PeerMismatch, load_peer_result, peer_section, run_peer_first
+from rlscale.benchmark.comparison import PeerMismatch, load_peer_result, peer_argv, peer_section, run_peer_first
 from rlscale.benchmark.peer import PEER_SCRIPTS, peer_clock
-from rlscale.benchmark.stats import rate_stats
+from rlscale.tasks import get_spec, graph, load_agent_cfg
 
 TASK = "Isaac-Cartpole"
 ROLLOUT = 16  # rollout length of the task's rsl_rl, rl_games and skrl configs
@@ -81,6 +85,7 @@ class TestPeerScripts:
         assert peer["library"] == name.removesuffix("_2_ranks") and peer["task"] == TASK
         assert (peer["device"], peer["seed"], peer["max_iterations"]) == ("cpu", 42, ITERATIONS)
         assert (peer["world_size"], peer["num_envs_per_rank"], peer["rollout_length"]) == (world_size, ENVS, ROLLOUT)
+        assert (peer["cuda_graph"], peer["env_step"]) == (True, "eager")  # graphing is on; a CPU task steps eagerly
         assert peer["steps_per_iteration"] == ROLLOUT * ENVS * world_size
         assert len(peer["iteration_s"]) == ITERATIONS and min(peer["iteration_s"]) > 0
         assert sum(peer["iteration_s"]) < peer["train_s"] < peer["process_wall_time_s"]
@@ -100,10 +105,11 @@ class TestRolloutClock:
 
 
 def _peer_result(tmp_path: Path, **changes) -> tuple[Path, dict]:
-    expected = {"library": "rsl_rl", "task": TASK, "device": "cpu", "seed": 42, "world_size": 2,
-                "num_envs_per_rank": ENVS, "max_iterations": ITERATIONS, "steps_per_iteration": 1024}  # fmt: skip
+    expected = {"library": "rsl_rl", "task": TASK, "device": "cuda", "seed": 42, "world_size": 2,
+                "num_envs_per_rank": ENVS, "max_iterations": ITERATIONS, "steps_per_iteration": 1024,
+                "cuda_graph": True}  # fmt: skip
     path = tmp_path / "peer.json"
-    path.write_text(json.dumps({**expected, "iteration_s": [0.5, 0.25, 0.5], "train_s": 2.0,
+    path.write_text(json.dumps({**expected, "env_step": "cuda_graph", "iteration_s": [0.5, 0.25, 0.5], "train_s": 2.0,
                                 "process_wall_time_s": 9.0, **changes}))  # fmt: skip
     return path, expected
 
@@ -112,23 +118,42 @@ class TestComparisonUnits:
     def test_section_and_ratio_of_medians(self, tmp_path):
         """Warm-up left out on both sides; the ratio is rlscale's median rate over the peer's."""
         path, expected = _peer_result(tmp_path)
-        section = peer_section(load_peer_result(path, expected), [9.0, 0.5, 0.25], warmup=1)
-        assert section["total_fps"] == rate_stats(1024, [0.25, 0.5])
-        assert section["total_fps_median"] == pytest.approx(statistics.median([4096, 2048]))
-        assert section["rlscale_total_fps_median"] == pytest.approx(statistics.median([2048, 4096]))
-        assert section["ratio_total_fps_median"] == pytest.approx(1.0)
+        section = peer_section(
+            load_peer_result(path, expected), [9.0, 0.4, 0.2], warmup=1, rlscale_env_step="cuda_graph"
+        )
+        # The peer's measured iterations take 0.25 and 0.5 s for 1024 steps: 4096 and 2048 steps/s, 2048 / 0.75 in all.
+        assert section["total_fps"] == pytest.approx({"mean": 2048 / 0.75, "std": 2048 / 2**0.5, "peak": 4096})
+        assert section["total_fps_median"] == pytest.approx(3072)
+        assert section["rlscale_total_fps_median"] == pytest.approx(3840)  # median of 2560 and 5120
+        assert section["ratio_total_fps_median"] == pytest.approx(1.25)
+        assert (section["env_step"], section["rlscale_env_step"]) == ("cuda_graph", "cuda_graph")
         assert section["iterations_completed"] == 3 and section["iteration_s_per_iter"] == [0.5, 0.25, 0.5]
+
+    def test_env_steps_that_differ_leave_the_ratio_null(self, tmp_path):
+        """A capture that failed on one side only: both steps are recorded, and no ratio mixes the graph's gain in."""
+        path, expected = _peer_result(tmp_path, env_step="eager")
+        section = peer_section(
+            load_peer_result(path, expected), [9.0, 0.4, 0.2], warmup=1, rlscale_env_step="cuda_graph"
+        )
+        assert (section["env_step"], section["rlscale_env_step"]) == ("eager", "cuda_graph")
+        assert section["ratio_total_fps_median"] is None
+        assert section["total_fps_median"] == pytest.approx(3072) and section["rlscale_total_fps_median"] is not None
 
     def test_no_rlscale_iteration_leaves_the_ratio_null(self, tmp_path):
         """A run that crashed before measuring keeps the peer's figures, with no ratio."""
         path, expected = _peer_result(tmp_path)
-        section = peer_section(load_peer_result(path, expected), [], warmup=1)
+        section = peer_section(load_peer_result(path, expected), [], warmup=1, rlscale_env_step=None)
         assert section["rlscale_total_fps_median"] is None and section["ratio_total_fps_median"] is None
         assert section["total_fps_median"] is not None
 
     @pytest.mark.parametrize(
         ("changes", "message"),
-        [({"world_size": 1}, "world_size=1"), ({"iteration_s": [0.5]}, "1 of its 3"), ({"library": "skrl"}, "skrl")],
+        [
+            ({"world_size": 1}, "world_size=1"),
+            ({"iteration_s": [0.5]}, "1 of its 3"),
+            ({"library": "skrl"}, "skrl"),
+            ({"cuda_graph": False}, "the peer ran cuda_graph=False but rlscale runs cuda_graph=True"),
+        ],
     )
     def test_another_workload_is_refused(self, tmp_path, changes, message):
         """A result that does not match rlscale's workload, or is incomplete, is named, not compared."""
@@ -145,6 +170,80 @@ class TestComparisonUnits:
         code = run_peer_first("skrl", lambda result: failing, measured.append)
         assert code == 3 and measured == []
         assert "peer baseline peer_skrl.py (plain skrl) failed with exit code 3" in capfd.readouterr().err
+
+
+class TaskBuilt(Exception):
+    """Stops a run at its task's construction, once the call has been recorded."""
+
+
+@pytest.fixture
+def task_builds(monkeypatch) -> list[tuple[str, bool, dict]]:
+    """``build_task`` calls, (task, cuda_graph, config), each stopping the run; building the task any other way
+    fails the test."""
+    calls = []
+
+    def build_task(task_id: str, *, cuda_graph: bool, **cfg):
+        calls.append((task_id, cuda_graph, cfg))
+        raise TaskBuilt
+
+    def built_elsewhere(task, cfg):
+        pytest.fail("the task was built without rlscale.tasks.graph.build_task")
+
+    monkeypatch.setattr(graph, "build_task", build_task)
+    monkeypatch.setattr(peer_clock, "build_task", build_task)
+    monkeypatch.setattr(get_spec(TASK).task_class, "__init__", built_elsewhere)
+    monkeypatch.setattr("rlscale.rl.dist_compat.use_gloo_for_cpu_ranks", lambda device: None)  # no global patching
+    monkeypatch.setattr(torch, "set_num_threads", lambda threads: None)  # keep this process's own
+    monkeypatch.setattr(signal, "signal", lambda signum, handler: None)  # and pytest's handlers
+    return calls
+
+
+class TestSameEnvStep:
+    """The peer steps the task as rlscale does: one function builds it on both sides, with rlscale's graph setting,
+    so that the ratio measures rlscale's overhead and not the CUDA graph's gain."""
+
+    def test_one_function_builds_both_sides_tasks(self):
+        assert peer_clock.build_task is graph.build_task
+
+    @pytest.mark.parametrize("no_cuda_graph", [False, True])
+    def test_rlscale_run_builds_its_task_with_build_task(self, task_builds, tmp_path, no_cuda_graph):
+        from rlscale.train import execute, parse_args
+
+        flags = ["--no_cuda_graph"] if no_cuda_graph else []
+        args, agent_cfg = parse_args(["--task", TASK, "--device", "cpu", "--log_root", str(tmp_path), *flags])
+        with pytest.raises(TaskBuilt):
+            execute(args, agent_cfg)
+        assert task_builds == [(TASK, not no_cuda_graph, {"device": "cpu", "seed": 42})]
+
+    @pytest.mark.parametrize("no_cuda_graph", [False, True])
+    @pytest.mark.parametrize("library", list(PEER_SCRIPTS))
+    def test_peer_builds_its_task_with_build_task(self, task_builds, monkeypatch, library, no_cuda_graph):
+        module = importlib.import_module(f"rlscale.benchmark.peer.peer_{library}")
+        flags = ["--no_cuda_graph"] if no_cuda_graph else []
+        monkeypatch.setattr(sys, "argv", [f"peer_{library}.py", *peer_args(), *flags])
+        with pytest.raises(TaskBuilt):
+            module.main()
+        assert task_builds == [(TASK, not no_cuda_graph, {"device": "cpu", "seed": 42, "num_envs": ENVS})]
+
+    @pytest.mark.parametrize("no_cuda_graph", [False, True])
+    def test_rlscale_graph_setting_reaches_the_peer(self, no_cuda_graph):
+        from rlscale.benchmark.cli import workflow_parser
+
+        argv = ["--task", TASK, "--peer", *(["--no_cuda_graph"] if no_cuda_graph else [])]
+        args = workflow_parser("training", "rlscale benchmark training").parse_args(argv)
+        assert ("--no_cuda_graph" in peer_argv(args, Path("peer.json"))) == no_cuda_graph
+
+    @pytest.mark.parametrize("no_cuda_graph", [False, True])
+    def test_rank0_refuses_a_peer_on_another_graph_setting(self, no_cuda_graph):
+        """The setting is part of the workload rank 0 checks the peer's result against (see load_peer_result)."""
+        from rlscale.benchmark.session import peer_workload
+        from rlscale.benchmark.workflows import Measurement
+        from rlscale.dist import RankInfo
+
+        args = argparse.Namespace(rl_library="rsl_rl", task=TASK, device="cpu", no_cuda_graph=no_cuda_graph)
+        measurement = Measurement("training", num_envs_per_rank=ENVS, seed=42, max_iterations=ITERATIONS)
+        workload = peer_workload(args, load_agent_cfg(TASK, "rsl_rl"), measurement, RankInfo())
+        assert workload["cuda_graph"] is not no_cuda_graph
 
 
 def rank0_iteration_s(log_root: Path) -> list[float]:
@@ -179,6 +278,7 @@ class TestTrainingWithPeer:
         peer = bundle["runtime"]["peer"]
         assert (peer["library"], peer["iterations_completed"], len(peer["iteration_s_per_iter"])) == ("skrl", 3, 3)
         assert "peer_skrl.py" in result.stderr and "rlscale / peer = " in result.stdout
+        assert (peer["env_step"], peer["rlscale_env_step"]) == ("eager", "eager")  # CPU: no graph on either side
         assert not list((root / "tmp").glob("rlscale-peer-*"))
 
     def test_figures_and_ratio_recomputed(self, multigpu_peer):
@@ -190,8 +290,12 @@ class TestTrainingWithPeer:
         steps = runtime["steps_per_iteration"]
         assert steps == ROLLOUT * ENVS * 2
         measured = peer["iteration_s_per_iter"][runtime["warmup_iterations"] :]
-        assert peer["total_fps"] == pytest.approx(rate_stats(steps, measured))
-        peer_median = statistics.median(steps / seconds for seconds in measured)
+        rates = [steps / seconds for seconds in measured]
+        effective = steps * len(measured) / sum(measured)
+        assert peer["total_fps"] == pytest.approx(
+            {"mean": effective, "std": statistics.stdev(rates), "peak": max(rates)}
+        )
+        peer_median = statistics.median(rates)
         rlscale_iterations = rank0_iteration_s(root / "logs")[runtime["warmup_iterations"] :]
         rlscale_median = statistics.median(steps / seconds for seconds in rlscale_iterations)
         assert peer["total_fps_median"] == pytest.approx(peer_median)

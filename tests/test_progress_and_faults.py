@@ -10,7 +10,7 @@ import torch
 
 from rlscale.faults import Fault, InjectedCrash, parse_fault
 from rlscale.rank_sync import RankDivergence, check_digests
-from rlscale.rl.common import parameter_digest
+from rlscale.rl.common import TorchPolicyParameters, parameter_digest
 from rlscale.rl.progress import TrackedTask
 from rlscale.tasks import make_task
 
@@ -67,10 +67,10 @@ class TestFaults:
 
     def test_desync_moves_the_parameters(self):
         """A desync fault changes this rank's parameter digest."""
-        layer = torch.nn.Linear(3, 2)
-        before = parameter_digest(dict(layer.named_parameters()))
-        parse_fault("desync:rank=0,iteration=0").trigger_if_due(0, 0, lambda: dict(layer.named_parameters()))
-        assert parameter_digest(dict(layer.named_parameters())) != before
+        parameters = TorchPolicyParameters(torch.nn.Linear(3, 2))
+        before = parameter_digest(parameters())
+        parse_fault("desync:rank=0,iteration=0").trigger_if_due(0, 0, parameters)
+        assert parameter_digest(parameters()) != before
 
     @pytest.mark.parametrize(
         "spec",
@@ -89,6 +89,12 @@ class TestRankSync:
         assert parameter_digest(state) == parameter_digest({"b": torch.zeros(2), "w": torch.ones(2, 2)})
         assert parameter_digest(state) != parameter_digest({"w": torch.ones(2, 2), "b": torch.tensor([0.0, 1e-7])})
         assert parameter_digest(state) != parameter_digest({"W": torch.ones(2, 2), "b": torch.zeros(2)})
+
+    @pytest.mark.parametrize("state", [{}, {"w": torch.zeros(0, 4), "b": torch.zeros(0)}], ids=["no entries", "empty"])
+    def test_digest_refuses_a_state_without_values(self, state):
+        """A probe that reads nothing would make every rank's digest equal: the digest refuses it."""
+        with pytest.raises(ValueError, match="no parameter values to digest"):
+            parameter_digest(state)
 
     def test_check_names_every_diverged_rank(self):
         """The divergence message lists exactly the ranks that differ from rank 0."""

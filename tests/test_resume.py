@@ -1,10 +1,14 @@
 """``rlscale train --resume auto`` and atomic checkpoints: continuing a run in place, from its newest checkpoint that
-loads, on one device, on two CPU ranks, and as a Snakemake train job rerun after its ``snakemake`` was SIGKILLed."""
+loads, on one device, on two CPU ranks, and as a Snakemake train job rerun after its ``snakemake`` was SIGKILLed; and
+what a resume restores on each library path (weights, optimizer, adapted learning rate, normalizers, skrl's timestep
+count), checked against the checkpoint file read without the library."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
+import pickle
 import re
 import signal
 import subprocess
@@ -12,12 +16,13 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 import torch
 
 from rlscale.resume import latest_run, newest_loadable
-from rlscale.rl.common import atomic_path
+from rlscale.rl.common import atomic_path, parameter_digest
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
@@ -152,6 +157,201 @@ class TestResumeAuto:
             "rlscale train: error: --checkpoint_interval must be at least 1 (got 0)"
         ]
         assert not (tmp_path / "logs").exists()
+
+
+RESUME_TASK = "Isaac-Cartpole-Direct"  # its rl_games and skrl configs normalise observations
+STRICT_KL = 1e-9
+"""A KL threshold that every update exceeds, so each adaptive schedule lowers the learning rate from the first update
+on and the checkpoint's rate differs from the config's."""
+SKRL_NORMALIZERS = ("observation_preprocessor", "value_preprocessor")
+
+
+def resume_agent_cfg(library: str) -> dict:
+    """The task's agent config with the strict KL threshold, and rsl_rl's observation normalizers on."""
+    from rlscale.tasks import load_agent_cfg
+
+    cfg = load_agent_cfg(RESUME_TASK, library)
+    if library == "rsl_rl":
+        cfg["algorithm"]["desired_kl"] = STRICT_KL
+        cfg["actor"]["obs_normalization"] = cfg["critic"]["obs_normalization"] = True
+    elif library == "rl_games":
+        cfg["params"]["config"]["kl_threshold"] = STRICT_KL
+    else:
+        cfg["agent"]["learning_rate_scheduler_kwargs"]["kl_threshold"] = STRICT_KL
+    return cfg
+
+
+def config_learning_rate(library: str, cfg: dict) -> float:
+    if library == "rsl_rl":
+        return cfg["algorithm"]["learning_rate"]
+    if library == "rl_games":
+        return cfg["params"]["config"]["learning_rate"]
+    return cfg["agent"]["learning_rate"]
+
+
+def loaded_state(library: str, framework: str, trainer) -> dict:
+    """Copies of what the library holds right after loading a checkpoint: the (policy) optimizer's state, the learning
+    rate its schedule continues from, and the normalizers' statistics."""
+    if library == "rsl_rl":
+        alg = trainer.alg
+        state = {
+            "optimizer": alg.optimizer.state_dict(),
+            "learning_rate": alg.learning_rate,
+            "normalizers": {model: getattr(alg, model).obs_normalizer.state_dict() for model in ("actor", "critic")},
+        }
+    elif library == "rl_games":
+        state = {
+            "optimizer": trainer.optimizer.state_dict(),
+            "learning_rate": trainer.last_lr,
+            "normalizers": {
+                name: getattr(trainer.model, name).state_dict() for name in ("running_mean_std", "value_mean_std")
+            },
+        }
+    elif framework == "torch":
+        state = {
+            "optimizer": trainer.optimizer.state_dict(),
+            "learning_rate": trainer.optimizer.param_groups[0]["lr"],  # skrl's KLAdaptiveLR steps the param groups
+            "normalizers": {name: trainer.checkpoint_modules[name].state_dict() for name in SKRL_NORMALIZERS},
+        }
+    else:
+        import flax.serialization
+        import jax
+
+        state = jax.device_get(
+            {
+                "optimizer": flax.serialization.to_state_dict(trainer.policy_optimizer),
+                "learning_rate": trainer.policy_learning_rate,
+                "normalizers": {name: trainer.checkpoint_modules[name].state_dict.params for name in SKRL_NORMALIZERS},
+            }
+        )
+    return copy.deepcopy(state)
+
+
+def checkpoint_state(library: str, framework: str, path: Path) -> dict:
+    """The same as :func:`loaded_state`, with the policy's parameters and the optimizer's step count, read from the
+    checkpoint file by the library's own key names, without the library."""
+    if framework == "jax":
+        import flax.serialization
+        import jax
+
+        with open(path, "rb") as file:
+            saved = {name: flax.serialization.msgpack_restore(data) for name, data in pickle.load(file).items()}
+        optimizer = saved["policy_optimizer"]
+        return {
+            "policy": {
+                jax.tree_util.keystr(key): leaf for key, leaf in jax.tree_util.tree_leaves_with_path(saved["policy"])
+            },
+            "optimizer": optimizer,
+            "adam_steps": int(optimizer["state"]["1"]["count"]),  # optax.chain(clip_by_global_norm, scale_by_adam)
+            "learning_rate": saved["policy_learning_rate"],
+            "normalizers": {name: saved[name] for name in SKRL_NORMALIZERS},
+        }
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    if library == "rsl_rl":
+        optimizer = saved["optimizer_state_dict"]
+        prefix = "obs_normalizer."
+        policy = {key: value for key, value in saved["actor_state_dict"].items() if not key.startswith(prefix)}
+        normalizers = {
+            model: {
+                key.removeprefix(prefix): value
+                for key, value in saved[f"{model}_state_dict"].items()
+                if key.startswith(prefix)
+            }
+            for model in ("actor", "critic")
+        }
+    elif library == "rl_games":
+        optimizer = saved["optimizer"]
+        buffers = ("running_mean_std", "value_mean_std")
+        policy = {key: value for key, value in saved["model"].items() if key.split(".")[0] not in buffers}
+        normalizers = {
+            name: {
+                key.removeprefix(f"{name}."): value
+                for key, value in saved["model"].items()
+                if key.startswith(f"{name}.")
+            }
+            for name in buffers
+        }
+    else:
+        optimizer = saved["optimizer"]
+        policy = saved["policy"]
+        normalizers = {name: saved[name] for name in SKRL_NORMALIZERS}
+    return {
+        "policy": policy,
+        "optimizer": optimizer,
+        "adam_steps": int(optimizer["state"][0]["step"]),
+        "learning_rate": optimizer["param_groups"][0]["lr"],
+        "normalizers": normalizers,
+    }
+
+
+def assert_same_state(loaded, saved, where: str = "") -> None:
+    if isinstance(saved, dict):
+        assert loaded.keys() == saved.keys(), where
+        for key in saved:
+            assert_same_state(loaded[key], saved[key], f"{where}/{key}")
+    else:
+        assert np.array_equal(np.asarray(loaded), np.asarray(saved)), where
+
+
+def train_then_resume(library: str, framework: str, out: Path) -> None:
+    """Run in a process of its own (the libraries change process globals): train 3 iterations with a checkpoint
+    after each, then resume from the last for 2 more, keeping what the library held right after its load; the results
+    go to ``out/resume.pkl``."""
+    from rlscale.dist import RankInfo
+    from rlscale.rl import load_adapter
+    from rlscale.rl.common import TrainContext
+    from rlscale.tasks import make_task
+
+    adapter = load_adapter(library)
+    cfg = resume_agent_cfg(library)
+    loaded = {}
+
+    def train(name: str, iterations: int, resume: Path | None = None):
+        ctx = TrainContext(
+            device="cpu", max_iterations=iterations, seed=1, log_dir=out / name, rank=RankInfo(), resume=resume,
+            ml_framework=framework, checkpoint_interval=1,
+            on_resumed=lambda trainer: loaded.update(loaded_state(library, framework, trainer)),
+        )  # fmt: skip
+        return adapter.train(make_task(RESUME_TASK, num_envs=16, device="cpu", seed=1), cfg, ctx)
+
+    first = train("first", 3)
+    resumed = train("resumed", 2, resume=first.checkpoint)
+    with open(out / "resume.pkl", "wb") as file:
+        pickle.dump(
+            {"checkpoint": first.checkpoint, "resumed_param_digest": resumed.resumed_param_digest, "loaded": loaded},
+            file,
+        )
+
+
+class TestResumeRestoresTrainingState:
+    @pytest.mark.parametrize(("library", "framework"), PATHS)
+    def test_loaded_state_equals_the_checkpoint(self, tmp_path, library, framework):
+        """Right after the load, the policy, the optimizer's moments and step count, the learning rate the adaptive
+        schedule had reached and the normalizers' statistics equal the checkpoint's; skrl's timestep count goes on."""
+        code = (
+            f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import test_resume; "
+            f"test_resume.train_then_resume({library!r}, {framework!r}, test_resume.Path({str(tmp_path)!r}))"
+        )
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=ENV)
+        assert result.returncode == 0, result.stderr[-3000:]
+        with open(tmp_path / "resume.pkl", "rb") as file:
+            run = pickle.load(file)
+        saved = checkpoint_state(library, framework, run["checkpoint"])
+        loaded = run["loaded"]
+
+        assert run["resumed_param_digest"] == parameter_digest(saved["policy"])
+        assert saved["adam_steps"] > 0
+        assert_same_state(loaded["optimizer"], saved["optimizer"], "optimizer")
+        assert saved["learning_rate"] < config_learning_rate(library, resume_agent_cfg(library))
+        assert loaded["learning_rate"] == saved["learning_rate"]
+        assert any(
+            np.any(np.asarray(value) != 0) for stats in saved["normalizers"].values() for value in stats.values()
+        )
+        assert_same_state(loaded["normalizers"], saved["normalizers"], "normalizers")
+        if library == "skrl":  # skrl names periodic checkpoints by the timestep its agent is given
+            rollouts = resume_agent_cfg(library)["agent"]["rollouts"]
+            names = sorted(path.name for path in (tmp_path / "resumed" / "checkpoints").iterdir())
+            assert names == [f"agent_{iterations * rollouts}{Path(run['checkpoint']).suffix}" for iterations in (4, 5)]
 
 
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))

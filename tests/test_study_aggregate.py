@@ -5,19 +5,26 @@ from __future__ import annotations
 import json
 import math
 
+import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
 from rlscale.benchmark.bundle import validation_errors
 from rlscale.study.aggregate import (
     RECORD_COLUMNS,
-    SCALING_COLUMNS,
     IncompatibleBundlesError,
     learning_curves,
     load_bundles,
     scaling_table,
 )
+from rlscale.study.plots import learning_curves_figure, scaling_figures
 from rlscale.study.summary import markdown_table, write_study_outputs
+
+CSV_COLUMNS = [
+    "task", "rl_library", "ml_framework", "num_envs_per_rank", "world_size", "n_runs", "global_fps_median",
+    "global_fps_iqr", "per_rank_fps_median", "speedup", "efficiency", "peer_ratio_median", "schema_version",
+]  # fmt: skip
+"""The columns of ``scaling.csv``, in order: the file's contract with its readers, spelled out here."""
 
 
 def mean_std(mean: float) -> dict:
@@ -159,7 +166,7 @@ class TestEfficiency:
             make_bundle(3300.0, 4, seed=1),  # ws4: median 3300, IQR 0
         ]
         table = scaling_table(frame_of(bundles))
-        assert list(table.columns) == SCALING_COLUMNS
+        assert list(table.columns) == CSV_COLUMNS
         assert table["world_size"].tolist() == [1, 2, 4]
         assert table["n_runs"].tolist() == [3, 2, 1]
         assert table["global_fps_median"].tolist() == pytest.approx([1100.0, 2050.0, 3300.0])
@@ -300,6 +307,7 @@ class TestStudyOutputs:
         write_study_outputs(
             study="unit",
             device="cpu",
+            device_reason="device: auto chose cpu with the cpu_fallback sizes: no GPU visible (NVML)",
             training_bundles=[str(path) for path in paths],
             training_cells=[cell_of(bundle) for bundle in bundles],
             other_bundles=[str(tmp_path / "runtime.json")],
@@ -312,13 +320,104 @@ class TestStudyOutputs:
             summary=out["summary.md"],
         )
         written = pd.read_csv(out["s.csv"])
-        assert list(written.columns) == SCALING_COLUMNS
+        assert list(written.columns) == CSV_COLUMNS
         assert written["efficiency"].tolist() == pytest.approx([1.0, 1250 / 2000])  # median(1600, 900) = 1250
         for name in ("t.png", "e.png", "l.png"):
             assert out[name].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         summary = out["summary.md"].read_text()
         assert "| Isaac-Cartpole-Direct | rsl_rl | 64 | 2 | 2 | 1,250 |" in summary
         assert "runtime" in summary and "rank0" in summary
+        assert "Why: device: auto chose cpu with the cpu_fallback sizes: no GPU visible (NVML)." in summary
+
+
+@pytest.fixture
+def figures():
+    """Figures a test builds; closed afterwards, as pyplot keeps every open figure alive."""
+    built = []
+    yield built
+    for figure in built:
+        plt.close(figure)
+
+
+def panels(figure) -> dict[str, object]:
+    """The figure's visible subplots, keyed by their titles."""
+    return {axis.get_title(): axis for axis in figure.axes if axis.get_visible()}
+
+
+class TestPlots:
+    """What the figures draw, read back from matplotlib: the table's figures, one line per library or world size."""
+
+    @pytest.fixture
+    def table(self) -> pd.DataFrame:
+        bundles = [
+            make_bundle(1000.0, 1, seed=1),
+            make_bundle(1200.0, 1, seed=2),  # rsl_rl at 1 rank: median 1100, IQR 100
+            make_bundle(1800.0, 2),
+            make_bundle(500.0, 1, library="skrl"),
+            make_bundle(900.0, 2, library="skrl"),
+            make_bundle(4000.0, 1, num_envs=256),
+            make_bundle(7000.0, 2, num_envs=256),
+        ]
+        return scaling_table(frame_of(bundles))
+
+    def test_throughput_panels_lines_and_iqr_bars(self, table, figures):
+        """One panel per per-rank env count; in it one line per library through the median FPS at each world size,
+        with bars spanning the IQR; the x axis names the ranks and ticks the world sizes that ran."""
+        figure = scaling_figures(table, "CPU ranks")["throughput"]
+        figures.append(figure)
+        by_title = panels(figure)
+        assert list(by_title) == ["Isaac-Cartpole-Direct, 64 envs/rank", "Isaac-Cartpole-Direct, 256 envs/rank"]
+        axis = by_title["Isaac-Cartpole-Direct, 64 envs/rank"]
+        lines = {container.get_label(): container for container in axis.containers}
+        assert sorted(lines) == ["rsl_rl", "skrl"]
+        assert lines["rsl_rl"].lines[0].get_xdata().tolist() == [1, 2]
+        assert lines["rsl_rl"].lines[0].get_ydata().tolist() == pytest.approx([1100.0, 1800.0])
+        assert lines["skrl"].lines[0].get_ydata().tolist() == pytest.approx([500.0, 900.0])
+        rank1_bar = lines["rsl_rl"].lines[2][0].get_segments()[0]
+        assert rank1_bar.ravel().tolist() == pytest.approx([1, 1050.0, 1, 1150.0])  # median ± IQR / 2, at 1 rank
+        assert axis.get_xlabel() == "world size (CPU ranks)" and axis.get_xscale() == "log"
+        assert [label.get_text() for label in axis.get_xticklabels()] == ["1", "2"]
+        assert axis.get_ylabel() == "global env steps / s (training)" and axis.get_ylim()[0] == 0
+        other = by_title["Isaac-Cartpole-Direct, 256 envs/rank"]
+        assert [container.get_label() for container in other.containers] == ["rsl_rl"]
+        assert other.containers[0].lines[0].get_ydata().tolist() == pytest.approx([4000.0, 7000.0])
+
+    def test_efficiency_lines_and_the_ideal(self, table, figures):
+        """Each library's efficiency against the world size, and the ideal 1.0 as a reference line."""
+        figure = scaling_figures(table)["efficiency"]
+        figures.append(figure)
+        axis = panels(figure)["Isaac-Cartpole-Direct, 64 envs/rank"]
+        lines = {line.get_label(): line for line in axis.get_lines()}
+        assert sorted(lines) == ["ideal", "rsl_rl", "skrl"]
+        assert lines["rsl_rl"].get_ydata().tolist() == pytest.approx([1.0, 1800 / (2 * 1100)])
+        assert lines["skrl"].get_ydata().tolist() == pytest.approx([1.0, 900 / (2 * 500)])
+        assert list(lines["ideal"].get_ydata()) == [1.0, 1.0]
+        assert axis.get_xlabel() == "world size (GPUs)" and axis.get_ylabel() == "efficiency vs N × single rank"
+
+    def test_learning_curves_one_line_per_world_size(self, figures):
+        """One panel per library, at its largest per-rank env count; one line per world size, the median over seeds
+        of the return against global env steps."""
+        bundles = [
+            make_bundle(1000.0, 1, rewards=(1.0, 2.0, 3.0)),
+            make_bundle(1000.0, 2, seed=1, rewards=(2.0, 4.0, 6.0)),
+            make_bundle(1000.0, 2, seed=2, rewards=(4.0, 6.0, 8.0)),
+            make_bundle(1000.0, 2, num_envs=32, rewards=(9.0, 9.0, 9.0)),  # a smaller env count: not drawn
+            make_bundle(1000.0, 1, library="skrl", rewards=(5.0, 5.0, 5.0)),
+        ]
+        figure = learning_curves_figure(learning_curves(bundles))
+        figures.append(figure)
+        by_title = panels(figure)
+        assert sorted(by_title) == [
+            "Isaac-Cartpole-Direct, rsl_rl, 64 envs/rank",
+            "Isaac-Cartpole-Direct, skrl, 64 envs/rank",
+        ]
+        axis = by_title["Isaac-Cartpole-Direct, rsl_rl, 64 envs/rank"]
+        lines = {line.get_label(): line for line in axis.get_lines()}
+        assert sorted(lines) == ["world size 1", "world size 2"]
+        assert lines["world size 1"].get_xdata().tolist() == [1024, 2048, 3072]  # 64 envs x 16 steps per iteration
+        assert lines["world size 2"].get_xdata().tolist() == [2048, 4096, 6144]
+        assert lines["world size 2"].get_ydata().tolist() == [3.0, 5.0, 7.0]
+        assert (axis.get_xlabel(), axis.get_ylabel()) == ("global env steps", "mean episode return")
 
 
 class TestMarkdownTable:

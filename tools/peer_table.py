@@ -1,7 +1,8 @@
 """rlscale ÷ peer table of training bundles made with ``benchmark training[_multigpu] --peer`` (issue 6).
 
 Every bundle holds both measurements of one run: rlscale's and the hand-written torchrun + library script's, each
-the median of its per-iteration total FPS. Bundles without a peer are skipped and counted.
+the median of its per-iteration total FPS. Per cell: the median ratio with a 95 % bootstrap interval over its runs
+(``rlscale.benchmark.stats.median_interval``), and the extremes. Bundles without a peer are skipped and counted.
 
 Usage: python tools/peer_table.py BUNDLE_OR_DIR... > table.md
 """
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rlscale.benchmark.stats import median_interval
 from rlscale.study.aggregate import bundle_record, read_bundle
 
 
@@ -42,6 +44,8 @@ def main(arguments: list[str]) -> None:
         rlscale_fps_median=("rlscale_fps", "median"),
         peer_fps_median=("peer_fps", "median"),
         ratio_median=("peer_ratio", "median"),
+        ratio_ci_low=("peer_ratio", lambda ratios: median_interval(list(ratios))[1]),
+        ratio_ci_high=("peer_ratio", lambda ratios: median_interval(list(ratios))[2]),
         ratio_min=("peer_ratio", "min"),
         ratio_max=("peer_ratio", "max"),
     )

@@ -12,8 +12,7 @@ import time
 
 import torch
 
-from rlscale.tasks import make_task
-from rlscale.tasks.graph import graphed_if_possible
+from rlscale.tasks.graph import build_task
 
 
 def main() -> None:
@@ -24,7 +23,7 @@ def main() -> None:
     args = parser.parse_args()
     for num_envs in args.num_envs:
         for graphed in (False, True):
-            task = graphed_if_possible(make_task(args.task, device="cuda", num_envs=num_envs), enabled=graphed)
+            task = build_task(args.task, cuda_graph=graphed, device="cuda", num_envs=num_envs)
             actions = torch.zeros(num_envs, task.num_actions, device="cuda")
             for _ in range(10):
                 task.step(actions)

@@ -22,6 +22,10 @@ HANG_TIMEOUT_ENV = "RLSCALE_HANG_TIMEOUT"
 SUPERVISOR_PID_ENV = "RLSCALE_SUPERVISOR_PID"
 """Set by the launcher: its pid; a rank that outlives it stops itself (:mod:`rlscale.launch.orphans`)."""
 
+COLLECTIVE_TIMEOUT_ENV = "RLSCALE_COLLECTIVE_TIMEOUT"
+"""Seconds: the collective timeout itself, instead of the one sized from ``--hang_timeout``; it also gives a job
+without the watchdog (``--hang_timeout 0``) a backstop shorter than torch's default, as the backstop's test does."""
+
 MIN_COLLECTIVE_TIMEOUT_S = 60.0
 """Floor of the collective timeout, so a short test ``--hang_timeout`` does not cut a slow rendezvous short."""
 
@@ -116,12 +120,16 @@ def isolate_own_gpu(requested_device: str) -> None:
 
 
 def collective_timeout(environ: Mapping[str, str] | None = None) -> datetime.timedelta | None:
-    """Timeout of the process groups of a job: twice ``--hang_timeout``, at least a minute; None without a watchdog.
+    """Timeout of the process groups of a job: ``$RLSCALE_COLLECTIVE_TIMEOUT`` seconds if set, else twice
+    ``--hang_timeout`` and at least a minute; None without a watchdog.
 
     Longer than the heartbeat watchdog, which names the stalled rank, so it is the backstop: for startup, which the
-    watchdog does not time, and for a rank whose native collective never returns. None keeps torch's default.
+    watchdog does not time, and for a rank whose native collective never returns. None keeps torch's default (30 min
+    on gloo, 10 min on NCCL).
     """
     env = os.environ if environ is None else environ
+    if env.get(COLLECTIVE_TIMEOUT_ENV):
+        return datetime.timedelta(seconds=float(env[COLLECTIVE_TIMEOUT_ENV]))
     hang_timeout = float(env.get(HANG_TIMEOUT_ENV) or 0)
     if hang_timeout <= 0:
         return None

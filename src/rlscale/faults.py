@@ -1,7 +1,7 @@
 """``RLSCALE_INJECT_FAULT``: make one rank crash or hang at one training iteration, for failure-path tests.
 
 Format: ``KIND:rank=R,iteration=I`` with KIND ``crash`` (raise), ``hang`` (block forever) or ``desync`` (nudge this
-rank's policy parameters off the others', as a lost broadcast would; torch libraries only), or
+rank's policy parameters off the others', as a lost broadcast would), or
 ``stall:rank=R,iteration=I,seconds=S``: work S seconds longer while still heartbeating, a slow but live rank that the
 hang watchdog must not mistake for a hung one. Unset, nothing happens.
 """
@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rlscale.launch.heartbeat import renew
+
+if TYPE_CHECKING:
+    from rlscale.rl.common import PolicyParameters
 
 ENV_VAR = "RLSCALE_INJECT_FAULT"
 KINDS = ("crash", "hang", "desync", "stall")
@@ -31,8 +34,8 @@ class Fault:
     seconds: float = 0.0
     """How long a ``stall`` lasts."""
 
-    def trigger_if_due(self, rank: int, iteration: int, parameters: Callable[[], dict] | None = None) -> None:
-        """Raise, block, stall or perturb ``parameters()`` when this rank reaches the fault's iteration."""
+    def trigger_if_due(self, rank: int, iteration: int, parameters: PolicyParameters | None = None) -> None:
+        """Raise, block, stall or nudge ``parameters`` when this rank reaches the fault's iteration."""
         if (rank, iteration) != (self.rank, self.iteration):
             return
         if self.kind == "stall":
@@ -44,11 +47,7 @@ class Fault:
         if self.kind == "crash":
             raise InjectedCrash(f"injected crash on rank {rank} at iteration {iteration}")
         if self.kind == "desync":
-            import torch
-
-            with torch.no_grad():
-                for parameter in parameters().values():
-                    parameter.add_(1e-3)
+            parameters.nudge(1e-3)
             return
         while True:  # a hang: block without returning, as a rank stuck in a native call would
             time.sleep(3600)

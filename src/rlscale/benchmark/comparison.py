@@ -1,9 +1,10 @@
 """``rlscale benchmark training --peer``: the library's plain script first, then rlscale, side by side in one bundle.
 
-The peer (:mod:`rlscale.benchmark.peer`) gets the same task, ``--num_envs``, ``--max_iterations``, ``--seed`` and
-device and, under ``training_multigpu``, the same torchrun geometry, and runs supervised like rlscale's own ranks, so
-no process of it can outlive the benchmark. Its result file reaches rlscale's ranks as the hidden ``--peer_result``;
-global rank 0 checks that the peer ran the same workload and adds ``runtime.peer`` to the bundle.
+The peer (:mod:`rlscale.benchmark.peer`) gets the same task, ``--num_envs``, ``--max_iterations``, ``--seed``,
+``--no_cuda_graph`` and device and, under ``training_multigpu``, the same torchrun geometry, and runs supervised like
+rlscale's own ranks, so no process of it can outlive the benchmark. Its result file reaches rlscale's ranks as the
+hidden ``--peer_result``; global rank 0 checks that the peer ran the same workload with the same CUDA-graph setting
+and adds ``runtime.peer`` to the bundle, with the env step each side ended up using.
 
 Launcher side and rank side alike, nothing here imports torch.
 """
@@ -27,6 +28,8 @@ from rlscale.launch.command import LauncherCfg, build_launch_command
 MIRRORED = ("task", "num_envs", "max_iterations", "seed")
 """rlscale options passed on to the peer as given; left out, the peer resolves the same defaults from the same
 task and agent config (rank 0 checks that it did)."""
+MIRRORED_FLAGS = ("no_cuda_graph",)
+"""rlscale flags passed on to the peer when set: the env step must be the same on both sides."""
 
 NOT_MIRRORED = {
     "agent": "--agent: the peer trains with the task's agent config as shipped",
@@ -47,6 +50,7 @@ def peer_argv(args: argparse.Namespace, result: Path) -> list[str]:
     for name in MIRRORED:
         if getattr(args, name) is not None:
             argv += [f"--{name}", str(getattr(args, name))]
+    argv += [f"--{flag}" for flag in MIRRORED_FLAGS if getattr(args, flag)]
     if args.device is not None:
         argv += ["--device", args.device.partition(":")[0]]
     return [*argv, "--output", str(result)]
@@ -112,7 +116,7 @@ def dry_run_result() -> Path:
 
 def load_peer_result(path: Path, expected: dict) -> dict:
     """Read the peer's result and check it ran ``expected`` (library, task, device, seed, world size, envs per rank,
-    iterations, global steps per iteration) to the end.
+    iterations, global steps per iteration, CUDA-graph setting) to the end.
 
     Raises:
         PeerMismatch: naming the file or the first field that differs.
@@ -135,24 +139,39 @@ def load_peer_result(path: Path, expected: dict) -> dict:
     return peer
 
 
-def peer_section(peer: dict, rlscale_iteration_s: list[float], warmup: int) -> dict:
+def peer_section(peer: dict, rlscale_iteration_s: list[float], warmup: int, rlscale_env_step: str | None) -> dict:
     """``runtime.peer``: the peer's figures as ``runtime``'s (first ``warmup`` iterations left out) and the ratio.
 
     The ratio compares medians of the per-iteration global rates, which one slow iteration (a collection, a page
-    fault) moves less than the effective rate; both sides have the same steps per iteration.
+    fault) moves less than the effective rate; both sides have the same steps per iteration. Both sides built their
+    task with the same CUDA-graph setting (:func:`load_peer_result`); should the capture have failed on one side
+    only, their env steps differ and the ratio, which would then mix the graph's gain into rlscale's overhead, is
+    null.
+
+    Args:
+        peer: The peer's result, from :func:`load_peer_result`.
+        rlscale_iteration_s: rlscale's iteration times, warm-up included.
+        warmup: Iterations left out on both sides.
+        rlscale_env_step: ``cuda_graph`` or ``eager`` (:func:`rlscale.tasks.graph.env_step_of`); None if rlscale's
+            run ended before its task existed.
     """
     steps = peer["steps_per_iteration"]
     measured = peer["iteration_s"][warmup:]
     peer_median = median_rate(steps, measured)
     rlscale_median = median_rate(steps, rlscale_iteration_s[warmup:])
+    like_for_like = rlscale_env_step == peer["env_step"]
     return {
         "library": peer["library"],
+        "env_step": peer["env_step"],
+        "rlscale_env_step": rlscale_env_step,
         "iterations_completed": len(peer["iteration_s"]),
         "iteration_time_s": mean_std(measured),
         "total_fps": rate_stats(steps, measured),
         "total_fps_median": peer_median,
         "rlscale_total_fps_median": rlscale_median,
-        "ratio_total_fps_median": rlscale_median / peer_median if rlscale_median and peer_median else None,
+        "ratio_total_fps_median": (
+            rlscale_median / peer_median if rlscale_median and peer_median and like_for_like else None
+        ),
         "iteration_s_per_iter": peer["iteration_s"],
         "total_wall_time_s": peer["train_s"],
         "process_wall_time_s": peer["process_wall_time_s"],

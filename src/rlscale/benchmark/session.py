@@ -63,6 +63,7 @@ def peer_workload(args: argparse.Namespace, agent_cfg: dict, measurement: Measur
         "num_envs_per_rank": measurement.num_envs_per_rank,
         "max_iterations": measurement.max_iterations,
         "steps_per_iteration": steps,
+        "cuda_graph": not args.no_cuda_graph,
     }
 
 

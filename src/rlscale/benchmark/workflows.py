@@ -128,8 +128,7 @@ def run_runtime(measurement: Measurement, args: argparse.Namespace, agent_cfg: d
     import torch
     import torch.distributed as dist
 
-    from rlscale.tasks import make_task
-    from rlscale.tasks.graph import graphed_if_possible
+    from rlscale.tasks.graph import build_task
 
     device = rank_device(args.device, rank, torch.cuda.device_count() if args.device != "cpu" else 0)
     torch.set_num_threads(args.cpu_threads or default_cpu_threads(device, rank.local_world_size))  # as rlscale train
@@ -148,10 +147,13 @@ def run_runtime(measurement: Measurement, args: argparse.Namespace, agent_cfg: d
             dist.all_reduce(torch.zeros(1, device=device))
 
     started = time.perf_counter()
-    task = make_task(
-        args.task, device=device, seed=measurement.seed + rank.rank, num_envs=measurement.num_envs_per_rank
+    task = build_task(  # stepped as rlscale train steps it
+        args.task,
+        cuda_graph=not args.no_cuda_graph,
+        device=device,
+        seed=measurement.seed + rank.rank,
+        num_envs=measurement.num_envs_per_rank,
     )
-    task = graphed_if_possible(task, enabled=not args.no_cuda_graph)  # stepped as rlscale train steps it
     task.reset()
     _synchronize(device)
     record_task_creation(measurement.startup, time.perf_counter() - started, task.compile_s)
@@ -238,7 +240,11 @@ def run_training(measurement: Measurement, args: argparse.Namespace, agent_cfg: 
     def summarise() -> None:  # also after a crash, from the iterations that finished
         records = tracked[0].records if tracked else []
         if measurement.peer is not None:
-            runtime["peer"] = peer_section(measurement.peer, [record.iteration_s for record in records], warmup)
+            from rlscale.tasks.graph import env_step_of
+
+            rlscale_env_step = env_step_of(tracked[0].task) if tracked else None
+            iteration_s = [record.iteration_s for record in records]
+            runtime["peer"] = peer_section(measurement.peer, iteration_s, warmup, rlscale_env_step)
         if not tracked:
             return
         steps = tracked[0].steps_per_iteration * tracked[0].num_envs * rank.world_size

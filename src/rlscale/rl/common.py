@@ -9,7 +9,7 @@ import pickle
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -17,11 +17,38 @@ import torch
 from rlscale.dist import RankInfo
 
 
+class PolicyParameters(Protocol):
+    """A policy's trainable parameters where the library keeps them."""
+
+    def __call__(self) -> dict[str, Any]:
+        """The live values by name."""
+
+    def nudge(self, delta: float) -> None:
+        """Add ``delta`` to every parameter in the library's own storage, as a rank that missed a broadcast would
+        differ (the ``desync`` fault)."""
+
+
+class TorchPolicyParameters:
+    """The parameters of a torch policy module, changed in place."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.module = module
+
+    def __call__(self) -> dict[str, torch.Tensor]:
+        return dict(self.module.named_parameters())
+
+    def nudge(self, delta: float) -> None:
+        with torch.no_grad():
+            for parameter in self.module.parameters():
+                parameter.add_(delta)
+
+
 @dataclass
 class PolicyProbe:
-    """Set by the adapter once the library has built the policy; reads its trainable parameters on demand."""
+    """Filled in by the adapter once the library has built the policy, before it loads a checkpoint."""
 
-    read: Callable[[], dict[str, Any]] | None = None
+    read: PolicyParameters | None = None
+    """Called, the live trainable parameters by name; its ``nudge`` changes them (the ``desync`` fault)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +70,9 @@ class TrainContext:
     checkpoint_interval: int | None = None
     """Iterations between the library's periodic checkpoints; None keeps the agent config's."""
     policy_probe: PolicyProbe = field(default_factory=PolicyProbe)
+    on_resumed: Callable[[Any], None] | None = None
+    """Called with the library's trainer (rsl_rl's runner, rl_games' or skrl's agent) once it has loaded ``resume``,
+    before the first iteration: a look at what the load restored."""
 
 
 @dataclass
@@ -54,19 +84,39 @@ class TrainResult:
     """Iterations counted from the start of training, including those before a resume."""
     checkpoint: Path | None
     """Final checkpoint written on this rank (None on ranks that write none)."""
+    resumed_param_digest: str | None = None
+    """:func:`parameter_digest` of the policy as the library loaded it from ``resume`` (None without one): equal to
+    the digest of the checkpoint's policy parameters when the load took effect."""
 
 
 def parameter_digest(state: dict[str, Any]) -> str:
-    """SHA-256 over the parameters' names, shapes and float32 bytes, in name order."""
-    digest = hashlib.sha256()
-    for name in sorted(state):
-        value = state[name]
+    """SHA-256 over the parameters' names, shapes and float32 bytes, in name order.
+
+    Raises:
+        ValueError: if ``state`` holds no parameter values: every empty state would hash alike, so ranks would agree
+            whatever their policies.
+    """
+    arrays = {}
+    for name, value in state.items():
         array = value.detach().cpu().float().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
-        array = np.ascontiguousarray(array, dtype=np.float32)
+        arrays[name] = np.ascontiguousarray(array, dtype=np.float32)
+    if not sum(array.size for array in arrays.values()):
+        raise ValueError(f"no parameter values to digest ({len(arrays)} empty entries): the policy probe is broken")
+    digest = hashlib.sha256()
+    for name in sorted(arrays):
         digest.update(name.encode())
-        digest.update(str(array.shape).encode())
-        digest.update(array.tobytes())
+        digest.update(str(arrays[name].shape).encode())
+        digest.update(arrays[name].tobytes())
     return digest.hexdigest()
+
+
+def on_checkpoint_loaded(ctx: TrainContext, trainer: Any) -> str:
+    """Called by each adapter once its library has loaded ``ctx.resume`` into ``trainer``: hands ``trainer`` to
+    ``ctx.on_resumed`` and returns the digest of the policy as loaded."""
+    digest = parameter_digest(ctx.policy_probe.read())
+    if ctx.on_resumed is not None:
+        ctx.on_resumed(trainer)
+    return digest
 
 
 class _BytesOnlyUnpickler(pickle.Unpickler):

@@ -15,7 +15,14 @@ from rl_games.common.algo_observer import AlgoObserver
 from rl_games.common.ivecenv import IVecEnv
 from rl_games.torch_runner import Runner
 
-from rlscale.rl.common import TrainContext, TrainResult, atomic_path, library_console
+from rlscale.rl.common import (
+    TorchPolicyParameters,
+    TrainContext,
+    TrainResult,
+    atomic_path,
+    library_console,
+    on_checkpoint_loaded,
+)
 from rlscale.rl.dist_compat import CpuPinnedConfig
 from rlscale.tasks.base import VecTask
 
@@ -82,22 +89,30 @@ class RlGamesVecEnv(IVecEnv):
 
 class _KeepAgent(AlgoObserver):
     """Keeps the agent (``Runner.run`` returns nothing) and, unlike rl_games' default observer, adds no per-step
-    host copy of the done indices."""
+    host copy of the done indices; makes its saves atomic and completes its restore."""
 
-    def __init__(self, policy_probe) -> None:
+    def __init__(self, ctx: TrainContext) -> None:
         self.agent = None
-        self.policy_probe = policy_probe
+        self.ctx = ctx
+        self.resumed_param_digest: str | None = None
 
     def after_init(self, algo) -> None:
         self.agent = algo
-        self.policy_probe.read = lambda: dict(algo.model.named_parameters())
-        save = algo.save
+        self.ctx.policy_probe.read = TorchPolicyParameters(algo.model)
+        save, restore = algo.save, algo.restore
 
         def save_atomically(filename: str) -> None:  # rl_games appends ".pth" to the name it is given
             with atomic_path(f"{filename}.pth") as temporary:
                 save(str(temporary.with_suffix("")))
 
-        algo.save = save_atomically
+        def restore_with_learning_rate(filename: str, set_epoch: bool = True) -> None:
+            restore(filename, set_epoch)
+            # rl_games restores the optimizer, whose param groups hold the adapted learning rate, but its schedulers
+            # step from ``last_lr``, which stays at the config's rate: the first update would drop the adapted one.
+            algo.last_lr = algo.optimizer.param_groups[0]["lr"]
+            self.resumed_param_digest = on_checkpoint_loaded(self.ctx, algo)
+
+        algo.save, algo.restore = save_atomically, restore_with_learning_rate
 
 
 def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
@@ -127,7 +142,7 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
         params["config"] = CpuPinnedConfig(config)
     params["seed"] = ctx.seed
     params["torch_threads"] = 0  # rlscale's worker sets the per-rank thread count
-    observer = _KeepAgent(ctx.policy_probe)
+    observer = _KeepAgent(ctx)
     runner = Runner(algo_observer=observer)
     with library_console(ctx.log_dir):
         runner.load({"params": params})
@@ -139,7 +154,12 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
             # rl_games puts the reward into its checkpoint names; this one has a predictable name.
             checkpoint = Path(ctx.log_dir, "nn", f"model_{iterations}.pth")
             agent.save(str(checkpoint.with_suffix("")))
-    return TrainResult(start_iteration=start, iterations_completed=iterations, checkpoint=checkpoint)
+    return TrainResult(
+        start_iteration=start,
+        iterations_completed=iterations,
+        checkpoint=checkpoint,
+        resumed_param_digest=observer.resumed_param_digest,
+    )
 
 
 def checkpoint_iteration(path: Path, agent_cfg: dict) -> int:

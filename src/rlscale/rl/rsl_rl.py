@@ -10,7 +10,14 @@ from rsl_rl.env import VecEnv
 from rsl_rl.runners import OnPolicyRunner
 from tensordict import TensorDict
 
-from rlscale.rl.common import TrainContext, TrainResult, atomic_path, library_console
+from rlscale.rl.common import (
+    TorchPolicyParameters,
+    TrainContext,
+    TrainResult,
+    atomic_path,
+    library_console,
+    on_checkpoint_loaded,
+)
 from rlscale.rl.dist_compat import configure_rsl_rl_runner
 from rlscale.tasks.base import VecTask
 
@@ -79,15 +86,22 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
     # rsl_rl prints its models and a multi-line block per iteration; rlscale prints its own line instead.
     with library_console(ctx.log_dir):
         runner = _Runner(RslRlVecEnv(task), train_cfg, log_dir=log_dir, device=ctx.device)
+        ctx.policy_probe.read = TorchPolicyParameters(runner.alg.get_policy())
+        resumed = None
         if ctx.resume is not None:
+            # rsl_rl 5.5.1's load restores everything training continues from: the models with their observation
+            # normalizers, the optimizer, and the adaptive learning rate (from the optimizer's param groups).
             runner.load(str(ctx.resume), map_location=ctx.device)
             runner.current_learning_iteration += 1  # the checkpoint's "iter" is the last iteration it finished
+            resumed = on_checkpoint_loaded(ctx, runner)
         start = runner.current_learning_iteration
-        ctx.policy_probe.read = lambda: dict(runner.alg.get_policy().named_parameters())
         runner.learn(ctx.max_iterations, init_at_random_ep_len=True)
     checkpoint = Path(ctx.log_dir, f"model_{runner.current_learning_iteration}.pt") if log_dir else None
     return TrainResult(
-        start_iteration=start, iterations_completed=runner.current_learning_iteration + 1, checkpoint=checkpoint
+        start_iteration=start,
+        iterations_completed=runner.current_learning_iteration + 1,
+        checkpoint=checkpoint,
+        resumed_param_digest=resumed,
     )
 
 

@@ -7,16 +7,27 @@ imported only after :func:`rlscale.rl.dist_compat.use_gloo_for_cpu_ranks`, and o
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import gymnasium
 import numpy as np
 import torch
 
-from rlscale.rl.common import TrainContext, TrainResult, atomic_path, library_console, move_into_place
+from rlscale.rl.common import (
+    TorchPolicyParameters,
+    TrainContext,
+    TrainResult,
+    atomic_path,
+    library_console,
+    move_into_place,
+    on_checkpoint_loaded,
+)
 from rlscale.tasks.base import VecTask
 
 
@@ -208,10 +219,20 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
         env = _torch_wrapper(task, rollouts)
     with library_console(ctx.log_dir):
         runner = Runner(env, cfg)
-        ctx.policy_probe.read = lambda: _policy_state(runner.agent.policy, ctx.ml_framework)
+        agent = runner.agent
+        if ctx.ml_framework == "jax":
+            ctx.policy_probe.read = _JaxPolicyParameters(agent.policy)
+            _checkpoint_live_jax_training_state(agent)
+        else:
+            ctx.policy_probe.read = TorchPolicyParameters(agent.policy)
+        resumed = None
         if ctx.resume is not None:
-            runner.agent.load(str(ctx.resume))
-        _write_checkpoints_atomically(runner.agent, timestep_offset=start * rollouts)
+            # skrl's load restores the models, the preprocessors and (torch) the optimizer, whose param groups hold the
+            # KL-adaptive learning rate; the JAX gaps are closed above, and the timestep count continues below.
+            agent.load(str(ctx.resume))
+            resumed = on_checkpoint_loaded(ctx, agent)
+        _continue_timestep_count(agent, timesteps_before=start * rollouts)
+        _write_checkpoints_atomically(agent)
         runner.run("train")
     iterations = start + ctx.max_iterations
     checkpoint = None
@@ -220,20 +241,38 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
         checkpoint = Path(ctx.log_dir, "checkpoints", f"agent_{iterations * rollouts}{_suffix(ctx.ml_framework)}")
         checkpoint.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(checkpoint) as temporary:
-            runner.agent.save(str(temporary))
-    return TrainResult(start_iteration=start, iterations_completed=iterations, checkpoint=checkpoint)
+            agent.save(str(temporary))
+    return TrainResult(
+        start_iteration=start, iterations_completed=iterations, checkpoint=checkpoint, resumed_param_digest=resumed
+    )
 
 
 def _suffix(ml_framework: str) -> str:
     return ".pickle" if ml_framework == "jax" else ".pt"
 
 
-def _write_checkpoints_atomically(agent, timestep_offset: int) -> None:
-    """Make the agent's periodic checkpoints atomic and name them by the run's timestep, not this invocation's.
+def _continue_timestep_count(agent, timesteps_before: int) -> None:
+    """Make the agent see the run's timestep count, not this invocation's.
 
-    skrl writes them straight under ``<experiment>/checkpoints/`` and counts timesteps from 0 in every invocation,
-    so a resumed run would overwrite the earlier checkpoints under the wrong names. The wrapper points
-    ``write_checkpoint`` at a staging directory beside it, adds the timesteps before the resume, and moves each
+    skrl's trainer counts timesteps from 0 in every invocation and hands its count to each agent call; the agent
+    names checkpoints, places TensorBoard points, times checkpoint intervals and evaluates timestep-based learning-rate
+    schedules by it. Adding the timesteps before the resume makes a resumed run continue all of those.
+    """
+    if timesteps_before == 0:  # a fresh run: leave the per-step calls unwrapped
+        return
+    for name in ("pre_interaction", "act", "record_transition", "post_interaction"):
+        setattr(agent, name, functools.partial(_shift_timestep, getattr(agent, name), timesteps_before))
+
+
+def _shift_timestep(method, offset: int, *args, timestep: int, timesteps: int, **kwargs):
+    return method(*args, timestep=timestep + offset, timesteps=timesteps + offset, **kwargs)
+
+
+def _write_checkpoints_atomically(agent) -> None:
+    """Make the agent's periodic checkpoints atomic.
+
+    skrl writes them straight under ``<experiment>/checkpoints/``, where a kill mid-write would leave a truncated file
+    under a checkpoint's name. The wrapper points ``write_checkpoint`` at a staging directory beside it and moves each
     finished file into place with a rename.
     """
     write = agent.write_checkpoint
@@ -245,7 +284,7 @@ def _write_checkpoints_atomically(agent, timestep_offset: int) -> None:
         final = Path(agent.experiment_dir, "checkpoints")
         agent.experiment_dir = str(staging)
         try:
-            write(timestep=timestep + timestep_offset, timesteps=timesteps)
+            write(timestep=timestep, timesteps=timesteps)
         finally:
             agent.experiment_dir = str(final.parent)
         final.mkdir(exist_ok=True)
@@ -256,13 +295,62 @@ def _write_checkpoints_atomically(agent, timestep_offset: int) -> None:
     agent.write_checkpoint = write_checkpoint
 
 
-def _policy_state(policy, ml_framework: str) -> dict:
-    if ml_framework == "torch":
-        return {name: param for name, param in policy.named_parameters()}
-    import jax
+class _JaxPolicyParameters:
+    """The parameters of a skrl JAX policy; JAX arrays are immutable, so a nudge replaces the model's params."""
 
-    leaves = jax.tree_util.tree_leaves_with_path(policy.state_dict.params)
-    return {jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in leaves}
+    def __init__(self, policy) -> None:
+        self.policy = policy
+
+    def __call__(self) -> dict:
+        import jax
+
+        leaves = jax.tree_util.tree_leaves_with_path(self.policy.state_dict.params)
+        return {jax.tree_util.keystr(path): leaf for path, leaf in leaves}
+
+    def nudge(self, delta: float) -> None:
+        import jax
+
+        params = jax.tree_util.tree_map(lambda leaf: leaf + delta, self.policy.state_dict.params)
+        self.policy.state_dict = self.policy.state_dict.replace(params=params)
+
+
+@dataclass(frozen=True)
+class _Params:
+    """What skrl's JAX checkpointing reads from ``module.state_dict``."""
+
+    params: Any
+
+    def replace(self, params):  # skrl's load assigns ``module.state_dict.replace(params=loaded)``
+        return params
+
+
+class _AgentAttribute:
+    """One agent attribute, presented to skrl's JAX checkpointing as a module: ``state_dict.params`` reads it and
+    assigning ``state_dict`` sets it (the interface of skrl's own JAX ``RunningStandardScaler``)."""
+
+    def __init__(self, agent, name: str) -> None:
+        self._agent, self._name = agent, name
+
+    @property
+    def state_dict(self) -> _Params:
+        return _Params(getattr(self._agent, self._name))
+
+    @state_dict.setter
+    def state_dict(self, value) -> None:
+        setattr(self._agent, self._name, value)
+
+
+def _checkpoint_live_jax_training_state(agent) -> None:
+    """Make skrl's JAX checkpoints save and load the optimizers' live state and the learning rates.
+
+    skrl 2.1.1's JAX PPO registers each optimizer for checkpointing once, but every update step replaces the optimizer
+    object, so checkpoints hold the initial Adam state (step count 0, zero moments), and its ``load`` skips optimizers
+    altogether. The learning rates a KL-adaptive scheduler sets live in plain attributes that no checkpoint holds.
+    Registered as attribute views, all of them travel through skrl's own ``save``, ``write_checkpoint`` and ``load``;
+    the optimizers keep skrl's serialised layout.
+    """
+    for name in ("policy_optimizer", "value_optimizer", "policy_learning_rate", "value_learning_rate"):
+        agent.checkpoint_modules[name] = _AgentAttribute(agent, name)
 
 
 def checkpoint_iteration(path: Path, agent_cfg: dict) -> int:

@@ -1,7 +1,8 @@
 """What the three peer scripts share: their command line and ranks, a rollout-boundary clock and the result file.
 
 Shared so that the peers are started and timed alike by construction; each script imports nothing else from rlscale
-but the task registry (and, on CPU ranks only, :mod:`rlscale.rl.dist_compat`).
+but the task registry and :func:`rlscale.tasks.graph.build_task`, which builds the task exactly as rlscale's runs do
+(and, on CPU ranks only, :mod:`rlscale.rl.dist_compat`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+from rlscale.tasks.base import VecTask
+from rlscale.tasks.graph import build_task, env_step_of
 
 
 @dataclass
@@ -40,6 +44,7 @@ def start_peer(library: str, iterations_default: str) -> PeerRank:
     parser.add_argument("--max_iterations", type=int, help=f"default: {iterations_default}")
     parser.add_argument("--seed", type=int, help="base seed, rank r uses seed + r (default: the agent config's)")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--no_cuda_graph", action="store_true", help="step the task eagerly, as rlscale's flag does")
     parser.add_argument("--output", required=True, help="result JSON, written by global rank 0")
     args = parser.parse_args()
     device = f"cuda:{os.environ.get('LOCAL_RANK', '0')}" if args.device == "cuda" else "cpu"
@@ -48,7 +53,14 @@ def start_peer(library: str, iterations_default: str) -> PeerRank:
     return PeerRank(args, int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")), device)
 
 
-def finish_peer(peer: PeerRank, clock: RolloutClock, *, library: str, seed: int, num_envs: int, iterations: int):
+def build_peer_task(peer: PeerRank, seed: int) -> VecTask:
+    """The task of this rank, seeded ``seed + rank``, built and graphed as rlscale's run builds it."""
+    args = peer.args
+    cfg = {"device": peer.device, "seed": seed + peer.rank} | ({"num_envs": args.num_envs} if args.num_envs else {})
+    return build_task(args.task, cuda_graph=not args.no_cuda_graph, **cfg)
+
+
+def finish_peer(peer: PeerRank, clock: RolloutClock, task: VecTask, *, library: str, seed: int, iterations: int):
     """Global rank 0 writes the result; every rank leaves the process group the library created."""
     if peer.rank == 0:
         write_result(
@@ -59,8 +71,10 @@ def finish_peer(peer: PeerRank, clock: RolloutClock, *, library: str, seed: int,
             device=peer.args.device,
             seed=seed,
             world_size=peer.world_size,
-            num_envs_per_rank=num_envs,
+            num_envs_per_rank=task.num_envs,
             max_iterations=iterations,
+            cuda_graph=not peer.args.no_cuda_graph,
+            env_step=env_step_of(task),
         )
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
@@ -121,10 +135,14 @@ def write_result(
     world_size: int,
     num_envs_per_rank: int,
     max_iterations: int,
+    cuda_graph: bool,
+    env_step: str,
 ) -> None:
     """Write the peer's result JSON atomically (global rank 0 only): the workload, then the clock's times.
 
     ``steps_per_iteration`` is global, rollout length x envs per rank x world size, as in rlscale's bundle.
+    ``cuda_graph`` is the setting the task was built with, ``env_step`` what its steps were in the end
+    (:func:`rlscale.tasks.graph.env_step_of`).
     """
     result = {
         "library": library,
@@ -134,6 +152,8 @@ def write_result(
         "world_size": world_size,
         "num_envs_per_rank": num_envs_per_rank,
         "max_iterations": max_iterations,
+        "cuda_graph": cuda_graph,
+        "env_step": env_step,
         "rollout_length": clock.rollout_length,
         "steps_per_iteration": clock.rollout_length * num_envs_per_rank * world_size,
         "iteration_s": clock.iteration_s(),

@@ -21,8 +21,8 @@ from rl_games.common.algo_observer import AlgoObserver
 from rl_games.common.ivecenv import IVecEnv
 from rl_games.torch_runner import Runner
 
-from rlscale.benchmark.peer.peer_clock import RolloutClock, finish_peer, start_peer
-from rlscale.tasks import load_agent_cfg, make_task
+from rlscale.benchmark.peer.peer_clock import RolloutClock, build_peer_task, finish_peer, start_peer
+from rlscale.tasks import load_agent_cfg
 
 ENV_NAME = "peer_task"
 
@@ -60,7 +60,7 @@ class TaskVecEnv(IVecEnv):
 
 def main() -> None:
     peer = start_peer("rl_games", "the agent config's max_epochs")
-    args, rank, device = peer.args, peer.rank, peer.device
+    args, device = peer.args, peer.device
     if device == "cpu":
         # Only for CPU ranks: rl_games hard-codes NCCL, cuda.set_device and config["device"] = cuda:LOCAL_RANK.
         from rlscale.rl.dist_compat import use_gloo_for_cpu_ranks
@@ -72,8 +72,7 @@ def main() -> None:
     config = params["config"]
     seed = params["seed"] if args.seed is None else args.seed
     iterations = args.max_iterations or config["max_epochs"]
-    task_cfg = {"device": device, "seed": seed + rank} | ({"num_envs": args.num_envs} if args.num_envs else {})
-    task = make_task(args.task, **task_cfg)
+    task = build_peer_task(peer, seed)
     clock = RolloutClock(config["horizon_length"])
     env = TaskVecEnv(task, clock, env_clip.get("clip_observations", np.inf), env_clip.get("clip_actions", 1.0))
     vecenv.register(ENV_NAME, lambda config_name, num_actors, **kwargs: env)
@@ -100,7 +99,7 @@ def main() -> None:
         runner.load({"params": params})
         runner.run({"train": True, "play": False, "checkpoint": None, "sigma": None})
         clock.stop()
-    finish_peer(peer, clock, library="rl_games", seed=seed, num_envs=task.num_envs, iterations=iterations)
+    finish_peer(peer, clock, task, library="rl_games", seed=seed, iterations=iterations)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,8 @@ from rsl_rl.env import VecEnv
 from rsl_rl.runners import OnPolicyRunner
 from tensordict import TensorDict
 
-from rlscale.benchmark.peer.peer_clock import RolloutClock, finish_peer, start_peer
-from rlscale.tasks import load_agent_cfg, make_task
+from rlscale.benchmark.peer.peer_clock import RolloutClock, build_peer_task, finish_peer, start_peer
+from rlscale.tasks import load_agent_cfg
 
 RUN_SETTINGS = ("seed", "max_iterations", "experiment_name")
 """Keys of the task's rsl_rl YAML that are run settings, not part of rsl_rl's ``train_cfg``."""
@@ -65,8 +65,7 @@ def main() -> None:
     iterations = args.max_iterations or agent_cfg["max_iterations"]
     train_cfg = {key: value for key, value in agent_cfg.items() if key not in RUN_SETTINGS}
     torch.manual_seed(seed + rank)  # rsl_rl seeds nothing; rank 0's initial weights are broadcast
-    task_cfg = {"device": device, "seed": seed + rank} | ({"num_envs": args.num_envs} if args.num_envs else {})
-    task = make_task(args.task, **task_cfg)
+    task = build_peer_task(peer, seed)
     task.reset()  # rsl_rl never resets the env itself
 
     clock = RolloutClock(train_cfg["num_steps_per_env"])
@@ -76,7 +75,7 @@ def main() -> None:
     )
     runner.learn(iterations, init_at_random_ep_len=True)
     clock.stop()
-    finish_peer(peer, clock, library="rsl_rl", seed=seed, num_envs=task.num_envs, iterations=iterations)
+    finish_peer(peer, clock, task, library="rsl_rl", seed=seed, iterations=iterations)
 
 
 if __name__ == "__main__":

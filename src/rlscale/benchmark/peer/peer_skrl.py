@@ -15,8 +15,8 @@ from __future__ import annotations
 import gymnasium
 import numpy as np
 
-from rlscale.benchmark.peer.peer_clock import RolloutClock, finish_peer, start_peer
-from rlscale.tasks import load_agent_cfg, make_task
+from rlscale.benchmark.peer.peer_clock import RolloutClock, build_peer_task, finish_peer, start_peer
+from rlscale.tasks import load_agent_cfg
 
 
 def wrap(task, clock: RolloutClock):
@@ -58,7 +58,7 @@ def wrap(task, clock: RolloutClock):
 
 def main() -> None:
     peer = start_peer("skrl (PyTorch)", "the agent config's timesteps / rollouts")
-    args, rank, device = peer.args, peer.rank, peer.device
+    args, device = peer.args, peer.device
     if device == "cpu":
         # Only for CPU ranks, and before skrl's import creates the process group with NCCL and cuda.set_device.
         from rlscale.rl.dist_compat import use_gloo_for_cpu_ranks
@@ -73,14 +73,13 @@ def main() -> None:
     cfg["seed"] = seed  # skrl's set_seed adds the rank itself
     cfg["trainer"].update(timesteps=iterations * rollouts, headless=True, disable_progressbar=True)
     cfg["agent"]["experiment"].update(write_interval=0, checkpoint_interval=0)
-    task_cfg = {"device": device, "seed": seed + rank} | ({"num_envs": args.num_envs} if args.num_envs else {})
-    task = make_task(args.task, **task_cfg)
+    task = build_peer_task(peer, seed)
 
     clock = RolloutClock(rollouts)
     clock.start()
     Runner(wrap(task, clock), cfg).run("train")
     clock.stop()
-    finish_peer(peer, clock, library="skrl", seed=seed, num_envs=task.num_envs, iterations=iterations)
+    finish_peer(peer, clock, task, library="skrl", seed=seed, iterations=iterations)
 
 
 if __name__ == "__main__":

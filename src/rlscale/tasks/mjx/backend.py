@@ -142,8 +142,9 @@ class MjxVecTask(VecTask):
         raise NotImplementedError
 
     def _episode_metrics(self, data: mjx.Data, episode_steps: jax.Array) -> jax.Array:
-        """Values ``(len(metric_terms),)`` of an episode ending in ``data`` after ``episode_steps`` control steps."""
-        return jnp.zeros(0, jnp.float32)
+        """Values ``(len(metric_terms),)`` of an episode ending in ``data`` after ``episode_steps`` control steps
+        (``jnp.zeros(0)`` for a task without metrics)."""
+        raise NotImplementedError
 
     # --- the jitted functions (batched) ------------------------------------------------------------------------
 

@@ -1,0 +1,35 @@
+"""The rank-sync audit catches a rank whose policy drifted, on every library path: real two-process gloo runs on CPU
+with rank 1's policy parameters nudged in the library's own storage (``RLSCALE_INJECT_FAULT=desync``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from process_utils import wait_for_no_process
+
+PATHS = [("rsl_rl", "torch"), ("rl_games", "torch"), ("skrl", "torch"), ("skrl", "jax")]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.mark.parametrize(("library", "framework"), PATHS)
+def test_nudged_rank_fails_the_run_and_is_named(tmp_path, library, framework):
+    """Rank 1's parameters nudged before iteration 1 make the final audit fail on both ranks, naming rank 1."""
+    env = {**ENV, "RLSCALE_INJECT_FAULT": "desync:rank=1,iteration=1"}
+    command = [
+        sys.executable, "-m", "rlscale", "train_multigpu", "--num_gpus", "2", "--device", "cpu",
+        "--task", "Isaac-Cartpole", "--num_envs", "16", "--max_iterations", "2",
+        "--rl_library", library, "--ml_framework", framework, "--log_root", str(tmp_path),
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-3000:]
+    divergence = "policy parameters diverged at iteration 2: rank(s) 1 differ from rank 0 (2 ranks)"
+    assert divergence in output, output[-3000:]
+    manifests = [json.loads(path.read_text()) for path in tmp_path.rglob("manifest.json")]
+    assert sorted(manifest["rank"] for manifest in manifests) == [0, 1]
+    assert {manifest["error"] for manifest in manifests} == {f"RankDivergence: {divergence}"}
+    assert not wait_for_no_process(str(tmp_path), within=10)
