@@ -6,7 +6,7 @@ STAMP := $(VENV)/.rlscale-installed
 TORCH_SPEC ?= torch==2.13.0
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup test lint study clean
+.PHONY: setup test lint study clean slurm-up slurm-down test-slurm
 
 setup: $(STAMP)
 
@@ -32,6 +32,20 @@ SNAKEMAKE := $(VENV)/bin/snakemake --workflow-profile workflow/profiles/default
 study: setup
 	$(SNAKEMAKE) --cores all
 	$(SNAKEMAKE) --report results/$$($(PY) -c 'import yaml; print(yaml.safe_load(open("config/config.yaml"))["study"])')/report.html
+
+# A two-node SLURM cluster on this host (n1, n2 at 127.0.0.1; needs root, installs Debian's SLURM and munge when
+# missing), and the tests that run the study, 2-node jobs, scancel, a time limit and GPU requests on it
+# (docs/cluster.md). test-slurm stops the cluster whatever the tests do, and exits with pytest's status.
+SLURM_CLUSTER := tools/slurm/local-cluster.sh
+slurm-up:
+	$(SLURM_CLUSTER) up
+
+slurm-down:
+	$(SLURM_CLUSTER) down
+
+test-slurm: setup
+	trap '$(SLURM_CLUSTER) down' EXIT; trap 'exit 130' INT TERM; \
+	$(SLURM_CLUSTER) up && RLSCALE_SLURM_TESTS=1 $(PY) -m pytest -q -m slurm tests/test_slurm.py
 
 clean:
 	rm -rf $(VENV) logs .pytest_cache .ruff_cache

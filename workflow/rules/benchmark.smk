@@ -30,7 +30,9 @@ rule benchmark:
         "-- {params.args} --log_root {params.log_root} --output_path {output.bundle} > {log} 2>&1"
 
 
-# Multi-node: one srun task (launcher) per node, c10d rendezvous on the allocation's first node.
+# Multi-node: one srun task (launcher) per node, c10d rendezvous on the allocation's first node. srun names its node
+# and task counts: the SLURM executor's job step drops SLURM_NNODES and SLURM_NTASKS from the job's environment, and a
+# bare srun then starts one task on one node.
 rule benchmark_multinode:
     input:
         validation_of,
@@ -59,6 +61,7 @@ rule benchmark_multinode:
         log_root=benchmark_log_root,
     shell:
         "{resources.mpi} --ntasks-per-node=1 --cpus-per-task={threads} --gres={resources.gres} "
+        "--nodes={params.nodes} --ntasks={params.nodes} "
         "{params.launcher} --workflow {wildcards.workflow} "
         "--world_size {wildcards.ws} --device {params.device} --nodes {params.nodes} "
         "--rdzv_port {params.rdzv_port} "

@@ -19,7 +19,9 @@ rule probe:
         "--granted_gpus {resources.gpu} --output {output} > {log} 2>&1"
 
 
-# Multi-node: one srun task (launcher) per node, c10d rendezvous on the allocation's first node.
+# Multi-node: one srun task (launcher) per node, c10d rendezvous on the allocation's first node. srun names its node
+# and task counts: the SLURM executor's job step drops SLURM_NNODES and SLURM_NTASKS from the job's environment, and a
+# bare srun then starts one task on one node.
 rule probe_multinode:
     output:
         "results/{study}/probe/ws{ws}.txt",
@@ -41,6 +43,7 @@ rule probe_multinode:
         rdzv_port=lookup(dpath="rdzv_port", within=STUDY),
     shell:
         "{resources.mpi} --ntasks-per-node=1 --cpus-per-task={threads} --gres={resources.gres} "
+        "--nodes={params.nodes} --ntasks={params.nodes} "
         "{params.launcher} --world_size {wildcards.ws} "
         "--device {params.device} --nodes {params.nodes} --rdzv_port {params.rdzv_port} --output {output} "
         "> {log} 2>&1"

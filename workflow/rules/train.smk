@@ -27,7 +27,9 @@ rule train:
         "-- {params.args} > {log} 2>&1"
 
 
-# Multi-node: one srun task (launcher) per node, c10d rendezvous on the allocation's first node.
+# Multi-node: one srun task (launcher) per node, c10d rendezvous on the allocation's first node. srun names its node
+# and task counts: the SLURM executor's job step drops SLURM_NNODES and SLURM_NTASKS from the job's environment, and a
+# bare srun then starts one task on one node.
 rule train_multinode:
     input:
         validation_of,
@@ -54,6 +56,7 @@ rule train_multinode:
         rdzv_port=lookup(dpath="rdzv_port", within=STUDY),
     shell:
         "{resources.mpi} --ntasks-per-node=1 --cpus-per-task={threads} --gres={resources.gres} "
+        "--nodes={params.nodes} --ntasks={params.nodes} "
         "{params.launcher} --world_size {wildcards.ws} "
         "--device {params.device} --nodes {params.nodes} --rdzv_port {params.rdzv_port} "
         "--output {output.manifest} -- {params.args} > {log} 2>&1"
