@@ -22,6 +22,7 @@ lint: setup
 	$(VENV)/bin/ruff check scripts
 	$(VENV)/bin/ruff format --check scripts
 	$(VENV)/bin/snakefmt --check Snakefile workflow
+	$(VENV)/bin/lint-imports --no-cache
 
 test: lint
 	$(PY) -m pytest -q

@@ -7,19 +7,21 @@ Usage: benchmark.py --workflow W --world_size N --device D [--granted_gpus G | -
 
 import sys
 
-from rlscale.study.jobs import job_parser, launch, parse_job_args
+from rlscale.launch.command import BENCHMARK_WORKFLOWS
+from rlscale.study.job_args import job_parser, parse_job_args
+from rlscale.study.stages import benchmark
 
 if __name__ == "__main__":
     parser = job_parser(__doc__.splitlines()[0])
-    parser.add_argument("--workflow", choices=("startup", "runtime", "training"), required=True)
+    parser.add_argument("--workflow", choices=BENCHMARK_WORKFLOWS, required=True)
     args, benchmark_args = parse_job_args(parser, sys.argv[1:])
     sys.exit(
-        launch(
-            ["benchmark", f"{args.workflow}_multigpu", *benchmark_args],
+        benchmark(
+            args.workflow,
+            benchmark_args,
             world_size=args.world_size,
             device=args.device,
             granted=args.granted_gpus,
-            rule="benchmark",
             nodes=args.nodes,
             rdzv_port=args.rdzv_port,
         )

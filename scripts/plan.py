@@ -7,7 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from rlscale.study.jobs import plan, split_argv
+from rlscale.study.job_args import split_argv
+from rlscale.study.stages import plan
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)

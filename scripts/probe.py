@@ -7,7 +7,8 @@ Usage: probe.py --world_size N --device D [--granted_gpus {resources.gpu} | --no
 import sys
 from pathlib import Path
 
-from rlscale.study.jobs import job_parser, parse_job_args, probe
+from rlscale.study.job_args import job_parser, parse_job_args
+from rlscale.study.stages import probe
 
 if __name__ == "__main__":
     parser = job_parser(__doc__.splitlines()[0])

@@ -9,7 +9,8 @@ Usage: train.py --world_size N --device D [--granted_gpus G | --nodes M --rdzv_p
 import sys
 from pathlib import Path
 
-from rlscale.study.jobs import job_parser, parse_job_args, train
+from rlscale.study.job_args import job_parser, parse_job_args
+from rlscale.study.stages import train
 
 if __name__ == "__main__":
     parser = job_parser(__doc__.splitlines()[0])

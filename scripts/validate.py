@@ -1,5 +1,5 @@
 """Launcher of the ``validate`` rule: a short single-device ``rlscale train``, judged by
-``rlscale.study.jobs.VALIDATION_CRITERION``; the verdict is written only if the run passes.
+``rlscale.study.verdict.VALIDATION_CRITERION``; the verdict is written only if the run passes.
 
 Usage: validate.py --iterations N --gpus G --granted_gpus {resources.gpu} --run_root DIR --output FILE -- TRAIN_ARGS
 """
@@ -7,7 +7,8 @@ Usage: validate.py --iterations N --gpus G --granted_gpus {resources.gpu} --run_
 import sys
 from pathlib import Path
 
-from rlscale.study.jobs import job_parser, parse_job_args, validate
+from rlscale.study.job_args import job_parser, parse_job_args
+from rlscale.study.stages import validate
 
 if __name__ == "__main__":
     parser = job_parser(__doc__.splitlines()[0], ranks=False)

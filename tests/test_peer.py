@@ -227,7 +227,7 @@ class TestSameEnvStep:
 
     @pytest.mark.parametrize("no_cuda_graph", [False, True])
     def test_rlscale_graph_setting_reaches_the_peer(self, no_cuda_graph):
-        from rlscale.benchmark.cli import workflow_parser
+        from rlscale.benchmark.options import workflow_parser
 
         argv = ["--task", TASK, "--peer", *(["--no_cuda_graph"] if no_cuda_graph else [])]
         args = workflow_parser("training", "rlscale benchmark training").parse_args(argv)

@@ -20,8 +20,9 @@ import psutil
 import pytest
 from process_utils import processes_mentioning, wait_for_no_process
 
+from rlscale.heartbeat import HeartbeatWriter
 from rlscale.launch import supervise
-from rlscale.launch.heartbeat import HangWatch, HeartbeatWriter
+from rlscale.launch.hang_watch import HangWatch
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}

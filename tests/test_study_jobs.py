@@ -1,18 +1,22 @@
-"""Tests of the study's job logic: config resolution, the validation criterion, the GPU-grant check, multi-node args."""
+"""Tests of the study's job logic: config resolution, the validation criterion, the GPU-grant check, the supervised
+job command, multi-node args."""
 
 from __future__ import annotations
 
 import math
 import os
+import signal
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 
-from rlscale.study import jobs
+from rlscale.study import job_runner
 from rlscale.study.config import (
     StudyConfigError,
     check_config,
@@ -22,7 +26,9 @@ from rlscale.study.config import (
     nodes_for,
     validated_config,
 )
-from rlscale.study.jobs import GRANT_EXIT_CODE, multinode_args, run_leased, run_multinode, validation_verdict
+from rlscale.study.job_runner import GRANT_EXIT_CODE, multinode_args, run_leased, run_multinode
+from rlscale.study.lease import LeaseError, acquire
+from rlscale.study.verdict import validation_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -337,6 +343,90 @@ class TestGrantCheck:
         assert previous.exists()
 
 
+STUDY_JOB = """
+import sys
+from rlscale.study.job_runner import run_leased
+sys.exit(run_leased(sys.argv[1:], gpus=1, granted=1, world_size=1, port_option=None))
+"""
+"""A one-GPU study job, as scripts/ runs it: its command is the rest of argv."""
+
+COMMAND = """
+import os, signal, sys, time
+ready, stop_s = sys.argv[1], float(sys.argv[2])
+if stop_s:
+    def stop(signum, frame):
+        open(ready + ".stopping", "w").close()
+        time.sleep(stop_s)
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, stop)
+open(ready + ".tmp", "w").write(str(os.getpid()))
+os.replace(ready + ".tmp", ready)
+time.sleep(60)
+"""
+"""The job's command: publishes its pid, then waits; with a stop time it takes that long to stop on SIGTERM."""
+
+
+def wait_for(path: Path, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.05)
+
+
+def gone(pid: int, timeout: float) -> bool:
+    """Whether ``pid`` ends (or is a zombie) within ``timeout``."""
+    try:
+        psutil.Process(pid).wait(timeout=timeout)
+    except psutil.NoSuchProcess:
+        pass
+    except psutil.TimeoutExpired:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    return True
+
+
+class TestSupervisedCommand:
+    @pytest.fixture
+    def lease_env(self, tmp_path, monkeypatch) -> dict[str, str]:
+        """A private lease directory with one fake GPU, also set for this process."""
+        monkeypatch.setenv("RLSCALE_LEASE_DIR", str(tmp_path / "lease"))
+        monkeypatch.setenv("RLSCALE_LEASE_GPUS", "0")
+        return dict(os.environ)
+
+    def start_job(self, ready: Path, stop_s: float, env: dict[str, str]) -> tuple[subprocess.Popen, int]:
+        job = subprocess.Popen(
+            [sys.executable, "-c", STUDY_JOB, sys.executable, "-c", COMMAND, str(ready), str(stop_s)], env=env
+        )
+        wait_for(ready)
+        return job, int(ready.read_text())
+
+    def test_stdout_goes_where_asked(self, tmp_path, lease_env):
+        """A probe's report: the command's stdout goes to the given file."""
+        report = tmp_path / "report.txt"
+        with open(report, "w") as stdout:
+            code = run_leased([sys.executable, "-c", "print('report')"], gpus=1, granted=1, world_size=1, stdout=stdout)
+        assert code == 0 and report.read_text() == "report\n"
+
+    def test_sigterm_is_forwarded(self, tmp_path, lease_env):
+        """SIGTERM to the job stops its command, and the job reports it as a shell would (128+15)."""
+        job, command = self.start_job(tmp_path / "ready", 0, lease_env)
+        job.send_signal(signal.SIGTERM)
+        assert job.wait(timeout=30) == 128 + signal.SIGTERM
+        assert gone(command, timeout=5)
+
+    def test_sigkilled_job_takes_its_command_down_and_the_lease_lasts_until_it_ends(self, tmp_path, lease_env):
+        """A SIGKILLed job (Snakemake killed) still stops its command, which holds the GPU lease until it exits."""
+        ready = tmp_path / "ready"
+        job, command = self.start_job(ready, 3.0, lease_env)
+        job.kill()
+        job.wait(timeout=10)
+        wait_for(ready.with_name("ready.stopping"), timeout=10)
+        with pytest.raises(LeaseError):  # The command takes 3 s to stop, holding the lease meanwhile.
+            acquire(1, port=False, timeout_s=0.2)
+        assert gone(command, timeout=30)
+        with acquire(1, port=False, timeout_s=10) as lease:
+            assert list(lease.gpu_ids) == ["0"]
+
+
 @pytest.fixture
 def fake_scontrol(tmp_path, monkeypatch):
     """Put an ``scontrol`` on PATH that expands any node list to node001, node002."""
@@ -363,7 +453,7 @@ class TestMultiNode:
 
     def test_allocation_with_fewer_nodes(self, capsys, monkeypatch):
         """A 2-node job in a 1-node allocation refuses to run a smaller world size."""
-        monkeypatch.setattr(jobs, "run_child", lambda *args, **kwargs: pytest.fail("must not start"))
+        monkeypatch.setattr(job_runner, "run_command", lambda *args, **kwargs: pytest.fail("must not start"))
         code = run_multinode(["true"], nodes=2, gpus_per_node=4, rdzv_port=29400, environ={"SLURM_NNODES": "1"})
         assert code == GRANT_EXIT_CODE
         assert "needs 2 nodes × 4 GPUs but the allocation has 1 node(s)" in capsys.readouterr().err

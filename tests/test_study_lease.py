@@ -32,7 +32,7 @@ open(os.path.join(out_dir, name + ".json"), "w").write(json.dumps(record))
 
 JOB = """
 import sys
-from rlscale.study.jobs import run_leased
+from rlscale.study.job_runner import run_leased
 name, gpus, out_dir, hold_s = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 command = [sys.executable, "-c", {recorder!r}, name, out_dir, hold_s]
 sys.exit(run_leased(command, gpus=gpus, granted=gpus, world_size=max(gpus, 1), port_option="--port"))

@@ -6,10 +6,8 @@ fast.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
-from typing import NoReturn
 
 COMMANDS = {
     "train": ("rlscale.train", "main", "train a policy on one device (or as one rank of a job)"),
@@ -24,21 +22,6 @@ COMMANDS = {
     "list_tasks": ("rlscale.cli", "list_tasks", "list the registered task ids"),
 }
 ALIASES = {"train-multigpu": "train_multigpu", "list-tasks": "list_tasks", "nccl-probe": "nccl_probe"}
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """Argument parser whose errors are one line on stderr and exit code 2, as every rlscale command's are.
-
-    The default prints the whole multi-line usage first, which buries the one line that matters.
-    """
-
-    help_command: str | None = None
-    """Command whose ``--help`` lists the accepted options (default this one's), named after an unknown option."""
-
-    def error(self, message: str) -> NoReturn:
-        if message.startswith("unrecognized arguments"):
-            message += f" (see `{self.help_command or self.prog} --help`)"
-        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def list_tasks(argv: list[str]) -> int:

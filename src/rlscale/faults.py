@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rlscale.launch.heartbeat import renew
+from rlscale.heartbeat import renew
 
 if TYPE_CHECKING:
     from rlscale.rl.common import PolicyParameters

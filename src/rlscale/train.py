@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlscale.cli import OneLineParser
+from rlscale.argparsing import OneLineParser
 from rlscale.dist import RUN_TIMESTAMP_ENV, RankInfo, collective_timeout, isolate_own_gpu, rank_device, rank_info
 from rlscale.faults import fault_from_environment
-from rlscale.launch.heartbeat import beat
+from rlscale.heartbeat import beat
 from rlscale.resume import AUTO, latest_run, newest_loadable
 from rlscale.rl import ADAPTERS
 from rlscale.tasks import UnknownTaskError, get_spec, load_agent_cfg, resolve_task_id

@@ -158,7 +158,7 @@ def train_args(wildcards):
 def train_run_root(wildcards):
     """Run directory of a train run (checkpoints, TensorBoard), next to its manifest.
 
-    Kept for a rerun of the same job, which continues it, else recreated (rlscale.study.jobs.keep_for_same_job).
+    Kept for a rerun of the same job, which continues it, else recreated (rlscale.study.stages.keep_for_same_job).
     """
     return f"results/{wildcards.study}/train/{wildcards.task}/{wildcards.library}/ws{wildcards.ws}/run"
 

@@ -1,6 +1,6 @@
 # Stage 1: a short single-device `rlscale train` per task x library. Every later job of the pair waits for its
 # verdict, so a task that does not train stops the study before any long job (criterion: docs in the verdict and
-# rlscale.study.jobs.VALIDATION_CRITERION).
+# rlscale.study.verdict.VALIDATION_CRITERION).
 
 
 rule validate:

@@ -18,8 +18,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rlscale.argparsing import OneLineParser
 from rlscale.benchmark.resources import node_gpu_devices
-from rlscale.cli import OneLineParser
 
 SCHEMA_VERSION = "1.0"
 GIB = float(2**30)

@@ -1,171 +1,31 @@
-"""``rlscale benchmark WORKFLOW``: argument parsing and dispatch, single-process or through the multi-GPU launcher.
+"""``rlscale benchmark WORKFLOW``: dispatch, single-process or through the multi-GPU launcher.
 
 No torch here: ``--help``, ``--dry_run`` and every rejection answer before torch is imported. ``*_multigpu`` reuses
 ``train_multigpu``'s launcher (:func:`rlscale.launch.command.benchmark_launcher_cfg`), which starts :mod:`.worker`
-once per rank; the plain workflows run in this process.
+once per rank; the plain workflows run in this process. A workflow's options: :mod:`.options`.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
 import sys
 from pathlib import Path
 
-from rlscale.benchmark.comparison import (
-    NOT_MIRRORED,
-    dry_run_result,
-    run_peer_first,
-    single_process_command,
-    torchrun_command,
+from rlscale.argparsing import OneLineParser
+from rlscale.benchmark.comparison import dry_run_result, run_peer_first, single_process_command, torchrun_command
+from rlscale.benchmark.options import (
+    DESCRIPTIONS,
+    UNSUPPORTED,
+    add_unsupported,
+    check_workflow_args,
+    jax_message,
+    workflow_parser,
 )
-from rlscale.cli import OneLineParser
 from rlscale.launch.command import BENCHMARK_WORKFLOWS, benchmark_launcher_cfg, forwarded_value, parse_launcher_args
 
 WORKER = str(Path(__file__).resolve().with_name("worker.py"))
 """Script each rank of a multi-GPU benchmark runs."""
-
-DESCRIPTIONS = {
-    "startup": "cold-start phases of one training iteration, timed on rank 0",
-    "runtime": "env-step throughput under random actions, no policy (rank 0's own rate)",
-    "training": "end-to-end PPO throughput (global over all ranks) and learning curves",
-}
-NOT_APPLICABLE = {
-    "startup": {
-        "--max_iterations": "startup always times one iteration",
-        "--resume": "startup times a cold start",
-        "--checkpoint_interval": "startup runs one iteration, with no periodic checkpoint",
-    },
-    "runtime": {
-        flag: "runtime steps the task with random actions, without a library"
-        for flag in ("--rl_library", "--ml_framework", "--max_iterations", "--resume", "--agent")
-    }
-    | {flag: "runtime trains no policy" for flag in ("--sync_check_interval", "--checkpoint_interval")},
-    "training": {},
-}
-"""Options of ``rlscale train`` that a workflow refuses, with the reason."""
-
-UNSUPPORTED = {
-    "video": "--video: rlscale has no renderer, so there is no video to record",
-    "capture_env_sensors": "--capture_env_sensors: rlscale's tasks have no sensors to capture",
-    "check_success": "--check_success: rlscale's tasks define no success term to check",
-}
-
-
-def _add_unsupported(parser: argparse.ArgumentParser) -> None:
-    # Accepted only to be refused by name: Isaac Lab's users pass them, and "unrecognized argument" would not say why.
-    parser.add_argument("--video", action="store_true", help="not supported: rlscale has no renderer")
-    parser.add_argument(
-        "--capture_env_sensors", type=int, nargs="?", const=1, default=0, metavar="N", help="not supported: no sensors"
-    )
-    parser.add_argument("--check_success", action="store_true", help="not supported: no success term")
-
-
-def workflow_parser(workflow: str, prog: str) -> OneLineParser:
-    """Every ``rlscale train`` option plus the workflow's own; torch-free."""
-    from rlscale.train import add_train_arguments
-
-    parser = OneLineParser(prog=prog, description=f"Benchmark: {DESCRIPTIONS[workflow]}.", allow_abbrev=False)
-    add_train_arguments(parser)
-    group = parser.add_argument_group("benchmark options")
-    group.add_argument(
-        "--output_path",
-        type=Path,
-        metavar="FILE",
-        help="bundle path (default results/benchmarks/<workflow>_<task>_<library>_<ranks>x<envs>_seed<seed>.json)",
-    )
-    if workflow == "runtime":
-        group.add_argument("--warmup_steps", type=int, default=50, help="untimed steps first (default 50)")
-        group.add_argument("--num_steps", type=int, default=1000, help="timed steps (default 1000)")
-        group.add_argument(
-            "--measure_sync_step",
-            action="store_true",
-            help="synchronise the device around each step (serialized_synchronized: a step's cost, not throughput)",
-        )
-    if workflow == "training":
-        group.add_argument(
-            "--warmup_iterations", type=int, default=1, help="iterations left out of the throughput (default 1)"
-        )
-        group.add_argument("--ema_alpha", type=float, default=0.1, help="EMA weight of the learning curves (0.1)")
-        group.add_argument(
-            "--peer",
-            action="store_true",
-            help="first run the library's plain script with the same settings (and torchrun geometry), then report "
-            "rlscale / peer throughput (runtime.peer)",
-        )
-        # Set by --peer for the ranks: the peer's result file.
-        group.add_argument("--peer_result", type=Path, help=argparse.SUPPRESS)
-    _add_unsupported(group)
-    return parser
-
-
-def _given(argv: list[str], flag: str) -> bool:
-    return any(arg == flag or arg.startswith(f"{flag}=") for arg in argv)
-
-
-def check_workflow_args(
-    parser: argparse.ArgumentParser, workflow: str, args: argparse.Namespace, argv, *, multigpu: bool
-) -> None:
-    """Refuse what the workflow cannot do, by name; exits 2 through ``parser.error``."""
-    for name, message in UNSUPPORTED.items():
-        if getattr(args, name):
-            parser.error(message)
-    for flag, reason in NOT_APPLICABLE[workflow].items():
-        if _given(argv, flag):
-            parser.error(f"{flag} does not apply to the {workflow} benchmark: {reason}")
-    if workflow == "runtime" and args.overrides:
-        parser.error(
-            f"{args.overrides[0]}: overrides do not apply to the runtime benchmark: it steps the task as registered, "
-            "with random actions"
-        )
-    if getattr(args, "distributed", False) and args.ml_framework == "jax":
-        parser.error(_jax_message(workflow))
-    if workflow == "runtime" and (args.warmup_steps < 0 or args.num_steps < 1):
-        parser.error(f"--warmup_steps must be >= 0 and --num_steps >= 1 (got {args.warmup_steps}, {args.num_steps})")
-    if workflow == "training":
-        if args.warmup_iterations < 0:
-            parser.error(f"--warmup_iterations must be >= 0 (got {args.warmup_iterations})")
-        if not 0 < args.ema_alpha <= 1:
-            parser.error(f"--ema_alpha must be in (0, 1] (got {args.ema_alpha})")
-        if args.max_iterations is not None and args.warmup_iterations >= args.max_iterations:
-            parser.error(
-                f"--warmup_iterations {args.warmup_iterations} leaves none of the {args.max_iterations} iterations "
-                "to measure; lower it or raise --max_iterations"
-            )
-    if args.output_path is not None and Path(args.output_path).is_dir():
-        parser.error(f"--output_path {args.output_path} is a directory; name the bundle file")
-    if workflow == "training":
-        _check_peer_args(parser, args, multigpu)
-
-
-def _check_peer_args(parser: argparse.ArgumentParser, args: argparse.Namespace, multigpu: bool) -> None:
-    if args.peer_result is not None and not args.peer:
-        parser.error("--peer_result is internal to --peer; pass --peer to run and compare the peer baseline")
-    if not args.peer:
-        return
-    if args.ml_framework == "jax":
-        parser.error("--peer: the peer baselines run skrl with PyTorch only; drop --ml_framework jax or --peer")
-    for name, reason in NOT_MIRRORED.items():
-        if getattr(args, name):
-            parser.error(f"--peer cannot mirror {reason}; drop one of the two")
-    if args.overrides:
-        parser.error(
-            f"--peer cannot mirror {args.overrides[0]}: the peer trains the task and agent config as shipped; "
-            "drop one of the two"
-        )
-    kind, _, index = (args.device or "").partition(":")
-    if not multigpu and kind == "cuda" and index not in ("", "0"):
-        parser.error(
-            f"--peer runs its process on cuda:0, not {args.device}; choose the GPU with CUDA_VISIBLE_DEVICES instead"
-        )
-
-
-def _jax_message(workflow: str) -> str:
-    return (
-        f"skrl with --ml_framework jax is not supported by `rlscale benchmark {workflow}_multigpu` (its ranks are "
-        "timed as torchrun processes); use --ml_framework torch"
-    )
 
 
 def launch(workflow: str, argv: list[str]) -> int:
@@ -175,13 +35,13 @@ def launch(workflow: str, argv: list[str]) -> int:
 
     cfg = benchmark_launcher_cfg(workflow, WORKER)
     early = OneLineParser(prog=cfg.prog, add_help=False, allow_abbrev=False)
-    _add_unsupported(early)
+    add_unsupported(early)
     known, _ = early.parse_known_args([arg for arg in argv if arg not in ("-h", "--help")])
     for name, message in UNSUPPORTED.items():  # before the launcher's checks, so the reason is the one shown
         if getattr(known, name):
             early.error(message)
     if forwarded_value(argv, "--ml_framework") == "jax":
-        early.error(_jax_message(workflow))
+        early.error(jax_message(workflow))
     launcher_args, forwarded = parse_launcher_args(argv, cfg, os.environ)
     rank_argv = ["--rl_library", launcher_args.rl_library] if cfg.rl_libraries else []
     rank_argv += [arg for arg in forwarded if arg != "--distributed"]

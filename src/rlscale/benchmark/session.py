@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from rlscale.benchmark import bundle as bundles
-from rlscale.benchmark.cli import check_workflow_args, workflow_parser
 from rlscale.benchmark.comparison import PeerMismatch, load_peer_result
+from rlscale.benchmark.options import check_workflow_args, workflow_parser
 from rlscale.benchmark.resources import ResourceSampler, visible_cuda_devices
 from rlscale.benchmark.summary import summary_lines
 from rlscale.benchmark.workflows import WORKFLOWS, Measurement

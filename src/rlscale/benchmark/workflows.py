@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from rlscale.benchmark.comparison import peer_section
 from rlscale.benchmark.stats import ema, finite_or_none, mean_std, rate_stats
 from rlscale.dist import RankInfo, collective_timeout, rank_device
-from rlscale.launch.heartbeat import beat
+from rlscale.heartbeat import beat
 from rlscale.train import default_cpu_threads, execute
 
 PHASES = ("python_imports", "task_config", "env_creation", "task_compile", "first_step", "first_iteration")

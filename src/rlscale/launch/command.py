@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlscale.cli import OneLineParser
+from rlscale.argparsing import OneLineParser
 from rlscale.launch.gpus import NVML_LIBRARY, GpuCounter, nvidia_hardware_present, nvml_device_count, visible_gpu_count
 
 GpuEvidence = Callable[[], str | None]

@@ -10,7 +10,7 @@ import argparse
 import sys
 import time
 
-from rlscale.cli import OneLineParser
+from rlscale.argparsing import OneLineParser
 from rlscale.dist import collective_timeout, rank_info
 
 NUM_ELEMENTS = 256 * 1024

@@ -26,7 +26,7 @@ from rlscale.launch.command import (
     parse_launcher_args,
     uses_skrl_jax,
 )
-from rlscale.launch.heartbeat import HangWatch
+from rlscale.launch.hang_watch import HangWatch
 
 
 def job_environment(

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
+from typing import IO
 
 import psutil
 
@@ -137,6 +138,8 @@ def run_supervised(
     straggler_s: float = STRAGGLER_GRACE_S,
     poll_s: float = POLL_INTERVAL_S,
     abort_check: Callable[[], str | None] | None = None,
+    stdout: IO | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> int:
     """Run ``argv`` in a process group of its own and tear everything it started down however the run ends.
 
@@ -154,6 +157,8 @@ def run_supervised(
         poll_s: Polling interval.
         abort_check: Polled while the launcher runs; a returned message stops the run as a signal would. This is how
             a failed rank ends a job under a launcher that waits for every rank (skrl's JAX launcher).
+        stdout: Where the launcher's stdout goes; the inherited stdout when ``None``.
+        pass_fds: Open file descriptors the launcher inherits (a study job's GPU lease locks, held while it lives).
 
     Returns:
         The launcher's exit code, 128+N if it was killed by signal N.
@@ -186,7 +191,13 @@ def run_supervised(
     try:
         # Through the parent-death shim: should this process be SIGKILLed, the launcher still gets SIGTERM.
         command = dying_with_this_process(argv, env)
-        proc = subprocess.Popen(command, env=None if env is None else dict(env), start_new_session=True)
+        proc = subprocess.Popen(
+            command,
+            env=None if env is None else dict(env),
+            stdout=stdout,
+            pass_fds=tuple(pass_fds),
+            start_new_session=True,
+        )
         tree = _Tree(proc)
         for signum in pending:
             _signal_group(proc.pid, signum)

@@ -3,7 +3,7 @@
 ``record`` hands a failing rank's traceback to torchrun, which prints it as the root cause even when the console shows
 only local rank 0. skrl's JAX launcher exits 0 whatever its children do, so each rank also leaves its exit status in
 ``$RLSCALE_STATUS_DIR`` for the launcher to read. Each rank also beats for the launcher's hang watchdog
-(:mod:`.heartbeat`) and stops itself should the launcher die (:mod:`.orphans`).
+(:mod:`rlscale.heartbeat`) and stops itself should the launcher die (:mod:`.orphans`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
+from rlscale import heartbeat
 from rlscale.dist import STATUS_DIR_ENV, SUPERVISOR_PID_ENV, rank_info
-from rlscale.launch import heartbeat
 from rlscale.launch.orphans import guard_rank
 
 

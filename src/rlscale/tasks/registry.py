@@ -1,5 +1,8 @@
 """Task registry: a new task is one module plus one :func:`register_task` call.
 
+rlscale's own tasks are registered on first use from their packages' ``TASKS`` (:func:`register_task`'s arguments):
+the registry imports those packages and they import nothing from it, so there is no import cycle.
+
 Torch-free: a task is registered by the import paths of its class and config (Isaac Lab's ``entry_point`` strings),
 which are imported only when something asks for them, so ids are listed and checked (``--dry_run``) without torch.
 """
@@ -8,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import importlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -112,7 +116,7 @@ def register_task(
 
 def list_tasks() -> list[str]:
     """Registered task ids, sorted (aliases left out)."""
-    _load_builtin_tasks()
+    _register_builtin_tasks()
     return sorted(_REGISTRY)
 
 
@@ -123,7 +127,7 @@ def resolve_task_id(task_id: str) -> str:
         UnknownTaskError: for an Isaac Lab task rlscale does not reproduce, naming the closest one; for any other id,
             naming the nearest spelling and the known ids.
     """
-    _load_builtin_tasks()
+    _register_builtin_tasks()
     if task_id in _REGISTRY:
         return task_id
     if task_id in _ALIASES:
@@ -171,7 +175,10 @@ def _import(entry_point: str) -> Any:
     return getattr(importlib.import_module(module), attribute)
 
 
-def _load_builtin_tasks() -> None:
-    # Importing the task packages runs their register_task calls, which import nothing heavy.
-    import rlscale.tasks.ant  # noqa: F401
-    import rlscale.tasks.cartpole  # noqa: F401
+@functools.cache
+def _register_builtin_tasks() -> None:
+    # Their modules import nothing heavy; a task's class is imported only when asked for.
+    from rlscale.tasks import ant, cartpole
+
+    for task in (*ant.TASKS, *cartpole.TASKS):
+        register_task(**task)

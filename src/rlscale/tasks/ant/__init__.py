@@ -8,13 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rlscale.tasks.registry import register_task
-
 if TYPE_CHECKING:
     from rlscale.tasks.ant.cfg import AntCfg
     from rlscale.tasks.base import VecTask
 
-__all__ = ["check_mjx", "make_ant"]
+__all__ = ["TASKS", "check_mjx", "make_ant"]
 
 NOT_ISAAC_ANT = "rlscale does not reproduce Isaac Lab's Ant (Rlscale-Ant is a quadruped of its own, see docs/tasks.md)"
 NO_DEXTEROUS_TASK = "rlscale has no dexterous-manipulation task"
@@ -35,16 +33,22 @@ def make_ant(cfg: AntCfg) -> VecTask:
     return AntTask(cfg)
 
 
-register_task(
-    "Rlscale-Ant",
-    "rlscale.tasks.ant:make_ant",
-    "rlscale.tasks.ant.cfg:AntCfg",
-    {"rsl_rl": "rsl_rl_ppo.yaml", "rl_games": "rl_games_ppo.yaml", "skrl": "skrl_ppo.yaml"},
-    package=__name__,
-    check_available=check_mjx,
-    own_gpu_per_rank=True,
-    closest_for={
-        **dict.fromkeys(("Isaac-Ant", "Isaac-Ant-v0", "Isaac-Ant-Direct", "Isaac-Ant-Direct-v0"), NOT_ISAAC_ANT),
-        **dict.fromkeys(("Isaac-Reorient-KukaAllegro", "Isaac-Dexsuite-Kuka-Allegro-Reorient-v0"), NO_DEXTEROUS_TASK),
+TASKS = (
+    {
+        "task_id": "Rlscale-Ant",
+        "entry_point": "rlscale.tasks.ant:make_ant",
+        "cfg_entry_point": "rlscale.tasks.ant.cfg:AntCfg",
+        "agent_cfg_files": {"rsl_rl": "rsl_rl_ppo.yaml", "rl_games": "rl_games_ppo.yaml", "skrl": "skrl_ppo.yaml"},
+        "package": __name__,
+        "check_available": check_mjx,
+        "own_gpu_per_rank": True,
+        "closest_for": {
+            **dict.fromkeys(("Isaac-Ant", "Isaac-Ant-v0", "Isaac-Ant-Direct", "Isaac-Ant-Direct-v0"), NOT_ISAAC_ANT),
+            **dict.fromkeys(
+                ("Isaac-Reorient-KukaAllegro", "Isaac-Dexsuite-Kuka-Allegro-Reorient-v0"), NO_DEXTEROUS_TASK
+            ),
+        },
     },
 )
+"""The registry's :func:`~rlscale.tasks.registry.register_task` arguments (the registry imports this package, not the
+other way round)."""

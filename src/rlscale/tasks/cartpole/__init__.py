@@ -6,22 +6,28 @@ versioned ids are accepted as aliases.
 
 from __future__ import annotations
 
-from rlscale.tasks.registry import register_task
-
-register_task(
-    "Isaac-Cartpole",
-    "rlscale.tasks.cartpole.env:ManagerCartpole",
-    "rlscale.tasks.cartpole.env:CartpoleCfg",
-    {"rsl_rl": "rsl_rl_ppo.yaml", "rl_games": "rl_games_ppo.yaml", "skrl": "skrl_ppo.yaml"},
-    package=__name__,
-    aliases=("Isaac-Cartpole-v0",),
+TASKS = (
+    {
+        "task_id": "Isaac-Cartpole",
+        "entry_point": "rlscale.tasks.cartpole.env:ManagerCartpole",
+        "cfg_entry_point": "rlscale.tasks.cartpole.env:CartpoleCfg",
+        "agent_cfg_files": {"rsl_rl": "rsl_rl_ppo.yaml", "rl_games": "rl_games_ppo.yaml", "skrl": "skrl_ppo.yaml"},
+        "package": __name__,
+        "aliases": ("Isaac-Cartpole-v0",),
+    },
+    # The direct task has its own config class only because its reset ranges differ (pole angle only).
+    {
+        "task_id": "Isaac-Cartpole-Direct",
+        "entry_point": "rlscale.tasks.cartpole.env:DirectCartpole",
+        "cfg_entry_point": "rlscale.tasks.cartpole.env:CartpoleDirectCfg",
+        "agent_cfg_files": {
+            "rsl_rl": "rsl_rl_ppo_direct.yaml",
+            "rl_games": "rl_games_ppo_direct.yaml",
+            "skrl": "skrl_ppo_direct.yaml",
+        },
+        "package": __name__,
+        "aliases": ("Isaac-Cartpole-Direct-v0",),
+    },
 )
-# The direct task has its own config class only because its reset ranges differ (pole angle only).
-register_task(
-    "Isaac-Cartpole-Direct",
-    "rlscale.tasks.cartpole.env:DirectCartpole",
-    "rlscale.tasks.cartpole.env:CartpoleDirectCfg",
-    {"rsl_rl": "rsl_rl_ppo_direct.yaml", "rl_games": "rl_games_ppo_direct.yaml", "skrl": "skrl_ppo_direct.yaml"},
-    package=__name__,
-    aliases=("Isaac-Cartpole-Direct-v0",),
-)
+"""The registry's :func:`~rlscale.tasks.registry.register_task` arguments for each task (the registry imports this
+package, not the other way round)."""

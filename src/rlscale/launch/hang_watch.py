@@ -1,13 +1,8 @@
-"""Hang watchdog: every rank leaves a heartbeat, and the launcher names the rank that stopped making progress.
+"""Launcher side of the hang watchdog: names the rank that stopped making progress.
 
-Rank side, :func:`beat`: ``$RLSCALE_HEARTBEAT_DIR/rank_<r>.heartbeat`` holds one small JSON object (rank, pid, phase,
-iteration, a sequence number and the wall time), replaced atomically (temporary file, then ``os.replace``). Ranks
-beat at phase changes and iteration boundaries only, a few writes per iteration, never per env step. The phases, in
-the order a rank goes through them: ``startup`` (from the rank's entry), then per iteration ``sync_check`` (the
-rank-sync audit, when due), ``collect`` (the rollout) and ``update`` (the library's learning step), and ``finished``.
-
-Launcher side, :class:`HangWatch`, polled by the supervisor: reads its node's heartbeat files (the directory is a
-per-node temporary one, so each node's launcher watches its own local ranks only) and reports a stall.
+:class:`HangWatch`, polled by the supervisor, reads its node's heartbeat files (written by the ranks,
+:mod:`rlscale.heartbeat`; the directory is a per-node temporary one, so each node's launcher watches its own local
+ranks only) and reports a stall.
 
 What counts as progress. A rank blocked in a collective writes nothing, yet it is not hung while the peer it waits
 for still moves. Data-parallel ranks advance in lock-step, so a rank whose (iteration, phase) is ahead of the slowest
@@ -24,91 +19,13 @@ a rank that never does.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlscale.dist import HEARTBEAT_DIR_ENV, rank_info
-
-PHASES = ("startup", "sync_check", "collect", "update", "finished")
-"""Heartbeat phases; within one iteration a rank goes through ``sync_check``, ``collect``, ``update`` in this order."""
-
-SUFFIX = ".heartbeat"
-
-
-def heartbeat_path(directory: str | Path, rank: int) -> Path:
-    """The heartbeat file of global rank ``rank``."""
-    return Path(directory, f"rank_{rank}{SUFFIX}")
-
-
-class HeartbeatWriter:
-    """Writes one rank's heartbeat file.
-
-    Args:
-        directory: The job's heartbeat directory.
-        rank: Global rank of this process.
-    """
-
-    def __init__(self, directory: str | Path, rank: int) -> None:
-        self.path = heartbeat_path(directory, rank)
-        self.rank = rank
-        self.seq = 0
-        self.phase: str = "startup"
-        self.iteration: int | None = None
-        self.last_write = float("-inf")
-
-    def beat(self, phase: str, iteration: int | None = None, *, every_s: float = 0.0) -> None:
-        """Record ``phase`` at ``iteration``; with ``every_s``, skip the write if the last one is more recent."""
-        if phase not in PHASES:
-            raise ValueError(f"unknown heartbeat phase {phase!r}; one of {', '.join(PHASES)}")
-        now = time.monotonic()
-        if every_s and now - self.last_write < every_s:
-            return
-        self.phase, self.iteration, self.last_write = phase, iteration, now
-        self.seq += 1
-        data = {"rank": self.rank, "pid": os.getpid(), "phase": phase, "iteration": iteration, "seq": self.seq}
-        data["time"] = time.time()  # for people reading the file; the launcher times by its own clock
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")  # hidden from the launcher's glob
-        # A heartbeat must never fail the training it watches (the launcher may already be tearing the job down).
-        with contextlib.suppress(OSError):
-            temporary.write_text(json.dumps(data))
-            os.replace(temporary, self.path)
-
-    def renew(self) -> None:
-        """Beat again in the current phase: a rank still working through a long phase, not stuck in it."""
-        self.beat(self.phase, self.iteration)
-
-
-_writer: HeartbeatWriter | None = None
-_writer_key: tuple[str, int] | None = None
-
-
-def writer() -> HeartbeatWriter | None:
-    """This process's writer, or None outside a launched job (no ``$RLSCALE_HEARTBEAT_DIR``)."""
-    global _writer, _writer_key
-    directory = os.environ.get(HEARTBEAT_DIR_ENV)
-    if not directory:
-        return None
-    key = (directory, rank_info().rank)
-    if key != _writer_key:
-        _writer, _writer_key = HeartbeatWriter(*key), key
-    return _writer
-
-
-def beat(phase: str, iteration: int | None = None, *, every_s: float = 0.0) -> None:
-    """Record this rank's phase and iteration for the launcher's hang watchdog; a no-op outside a launched job."""
-    if (current := writer()) is not None:
-        current.beat(phase, iteration, every_s=every_s)
-
-
-def renew() -> None:
-    """Beat again in the current phase (see :meth:`HeartbeatWriter.renew`); a no-op outside a launched job."""
-    if (current := writer()) is not None:
-        current.renew()
+from rlscale.heartbeat import PHASES, SUFFIX
 
 
 @dataclass

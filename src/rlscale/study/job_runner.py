@@ -1,0 +1,206 @@
+"""Run a study job's ``rlscale`` command where its ranks belong: on GPUs leased on this host, or as one node of a
+multi-node SLURM job.
+
+Every job that starts ranks goes through :func:`run_leased` (one node) or :func:`run_multinode` (``srun``, one task
+per node). Both refuse to run when Snakemake granted a different GPU count than the world size needs: Snakemake
+silently shrinks ``resources.gpu`` to the ``--resources gpu=M`` limit, and a scaling study that quietly ran on fewer
+GPUs would report wrong numbers.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import TextIO
+
+from rlscale.dist import RUN_TIMESTAMP_ENV
+from rlscale.launch.supervise import FORCED_SHUTDOWN_S, GRACEFUL_SHUTDOWN_S, STRAGGLER_GRACE_S, run_supervised
+from rlscale.study.lease import LeaseError, acquire
+
+GRANT_EXIT_CODE = 3
+"""Exit code of a job whose granted GPUs differ from what its world size needs (argparse errors use 2)."""
+
+LAUNCHER_SHUTDOWN_S = GRACEFUL_SHUTDOWN_S + FORCED_SHUTDOWN_S + STRAGGLER_GRACE_S + 5.0
+"""After a forwarded signal, how long the rlscale launcher may take to stop before the job escalates: the launcher
+supervises its own ranks with these grace periods, so only a wedged launcher outlives them (+5 s: its polling)."""
+
+
+class GrantError(RuntimeError):
+    """Snakemake granted a job a different GPU count than its world size needs."""
+
+
+def rlscale_command(*args: str) -> list[str]:
+    """Return the argv running ``rlscale ARGS`` with this interpreter (the venv's, whatever ``PATH`` holds)."""
+    return [sys.executable, "-m", "rlscale", *args]
+
+
+def check_granted(needed: int, granted: int, world_size: int, rule: str = "this job") -> None:
+    """Raise :class:`GrantError` unless Snakemake granted exactly the GPUs the job needs.
+
+    Args:
+        needed: GPUs the job needs on this node (world size per node; 0 for CPU ranks).
+        granted: The rule's ``resources.gpu`` as Snakemake expanded it.
+        world_size: The job's world size, for the message.
+        rule: The rule's name, for the message.
+    """
+    if granted != needed:
+        raise GrantError(
+            f"{rule} needs {needed} GPU(s) for world size {world_size} but Snakemake granted resources.gpu={granted} "
+            "(it silently shrinks a request to the --resources gpu limit). Refusing to run on fewer GPUs; raise the "
+            f"limit (--resources gpu={needed}) or drop world size {world_size} from the config."
+        )
+
+
+def run_command(
+    command: Sequence[str], env: Mapping[str, str], pass_fds: Sequence[int] = (), stdout: TextIO | None = None
+) -> int:
+    """Run a job's command under :func:`rlscale.launch.supervise.run_supervised` and return its exit code.
+
+    The command gets the lease's lock fds, so the lease lasts while it lives even if this process is killed; killed,
+    this process still takes the command down (the supervisor's parent-death shim), so a SIGKILLed Snakemake leaves
+    no training behind to race its rerun. SIGINT/SIGTERM are forwarded; escalation waits
+    :data:`LAUNCHER_SHUTDOWN_S`, since the rlscale launcher stops its own ranks first. A command killed by signal N
+    returns 128+N, as a shell reports it.
+    """
+    print(f"[study] running: {shlex.join(command)}", file=sys.stderr, flush=True)
+    return run_supervised(command, env, graceful_s=LAUNCHER_SHUTDOWN_S, stdout=stdout, pass_fds=pass_fds)
+
+
+def run_leased(
+    command: Sequence[str],
+    *,
+    gpus: int,
+    granted: int,
+    world_size: int,
+    port_option: str | None = "--master_port",
+    stdout: TextIO | None = None,
+    environ: Mapping[str, str] | None = None,
+    rule: str = "this job",
+    before: Callable[[], None] | None = None,
+) -> int:
+    """Lease ``gpus`` GPU ids (and a port) on this host, then run ``command`` on them.
+
+    ``CUDA_VISIBLE_DEVICES`` is set to the leased ids and ``port_option PORT`` is appended to ``command``. Inside a
+    SLURM job the allocation already owns its GPUs, so only the port is leased.
+
+    Args:
+        command: Command to run (``rlscale ...``).
+        gpus: GPUs the job needs (world size on this node; 0 for CPU ranks, which lease only a port).
+        granted: The rule's ``resources.gpu`` as Snakemake expanded it; must equal ``gpus``.
+        world_size: The job's world size, for messages.
+        port_option: Option that passes the leased port to ``command``; ``None`` leases no port.
+        stdout: Where the command's stdout goes; the inherited stdout when ``None``.
+        environ: Base environment; defaults to ``os.environ``.
+        rule: The rule's name, for messages.
+        before: Called once the lease is held, before ``command`` starts (e.g. to clear the run directory).
+
+    Returns:
+        The command's exit code; :data:`GRANT_EXIT_CODE` if the grant is wrong, 1 if no lease can be had.
+    """
+    environ = dict(os.environ if environ is None else environ)
+    try:
+        check_granted(gpus, granted, world_size, rule)
+        under_slurm = bool(environ.get("SLURM_JOB_ID"))
+        lease = acquire(0 if under_slurm else gpus, port=port_option is not None, environ=environ)
+    except GrantError as error:
+        print(f"[study] ERROR: {error}", file=sys.stderr, flush=True)
+        return GRANT_EXIT_CODE
+    except LeaseError as error:
+        print(f"[study] ERROR: {error}", file=sys.stderr, flush=True)
+        return 1
+    with lease:
+        ids = ",".join(lease.gpu_ids) or ("SLURM allocation" if under_slurm and gpus else "none (CPU ranks)")
+        print(f"[study] leased GPU(s) {ids}, port {lease.port}", file=sys.stderr, flush=True)
+        port_args = [port_option, str(lease.port)] if port_option else []
+        if before is not None:
+            before()
+        return run_command([*command, *port_args], lease.environment(environ), lease.fds, stdout)
+
+
+def first_node(environ: Mapping[str, str]) -> str:
+    """Return the first hostname of the SLURM allocation (``scontrol show hostnames``), never a local fallback.
+
+    Falling back to ``localhost`` would make every node rendezvous with itself and wait forever.
+    """
+    nodelist = environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST")
+    if not nodelist:
+        raise RuntimeError("SLURM_JOB_NODELIST is unset: the multi-node rules run only inside a SLURM allocation.")
+    result = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=True)
+    return result.stdout.split()[0]
+
+
+def multinode_args(nodes: int, gpus_per_node: int, rdzv_port: int, environ: Mapping[str, str]) -> list[str]:
+    """Return the launcher options of a c10d rendezvous on the allocation's first node, keyed by the SLURM job id.
+
+    The port is ``rdzv_port + SLURM_JOB_ID % 1000``: every node computes the same one, and two multi-node jobs that
+    share a first node rarely collide.
+    """
+    job_id = environ["SLURM_JOB_ID"]
+    port = rdzv_port + int(job_id) % 1000 if job_id.isdigit() else rdzv_port
+    return [
+        *("--nnodes", str(nodes), "--num_gpus", str(gpus_per_node)),
+        *("--rdzv_backend", "c10d", "--rdzv_endpoint", f"{first_node(environ)}:{port}", "--rdzv_id", job_id),
+    ]
+
+
+def run_multinode(
+    command: Sequence[str],
+    *,
+    nodes: int,
+    gpus_per_node: int,
+    rdzv_port: int,
+    environ: Mapping[str, str] | None = None,
+    stdout: TextIO | None = None,
+    before: Callable[[], None] | None = None,
+) -> int:
+    """Run one node's launcher of a multi-node job; ``srun`` starts this once per node of the allocation.
+
+    ``before`` runs on the first node only (``SLURM_NODEID`` 0), once the allocation is checked.
+
+    Returns:
+        The launcher's exit code, or :data:`GRANT_EXIT_CODE` when the allocation has a different node count.
+    """
+    environ = dict(os.environ if environ is None else environ)
+    allocated = environ.get("SLURM_NNODES") or environ.get("SLURM_JOB_NUM_NODES")
+    if allocated is None or int(allocated) != nodes:
+        print(
+            f"[study] ERROR: this job needs {nodes} nodes × {gpus_per_node} GPUs but the allocation has "
+            f"{allocated or 'no'} node(s) (SLURM_NNODES); refusing to run a different world size.",
+            file=sys.stderr,
+            flush=True,
+        )
+        return GRANT_EXIT_CODE
+    if before is not None and environ.get("SLURM_NODEID", "0") == "0":
+        before()  # The other nodes' ranks write only after the rendezvous, which waits for this node.
+    # Each node's launcher names the run directory after its own clock; the job id makes every node agree.
+    environ.setdefault(RUN_TIMESTAMP_ENV, f"slurm-job{environ.get('SLURM_JOB_ID', '')}")
+    return run_command([*command, *multinode_args(nodes, gpus_per_node, rdzv_port, environ)], environ, stdout=stdout)
+
+
+def launch(
+    rlscale_args: Sequence[str],
+    *,
+    world_size: int,
+    device: str,
+    granted: int | None,
+    rule: str,
+    nodes: int = 1,
+    rdzv_port: int = 29400,
+    before: Callable[[], None] | None = None,
+) -> int:
+    """Run a multi-GPU ``rlscale`` command (``train_multigpu``, ``benchmark <workflow>_multigpu``) at a world size.
+
+    On one node it leases ``world_size`` GPUs (none for CPU ranks) and a port and passes ``--num_gpus``; on several
+    it is one ``srun`` task per node with a c10d rendezvous (:func:`run_multinode`).
+    """
+    if nodes > 1:
+        command = rlscale_command(*rlscale_args)
+        return run_multinode(
+            command, nodes=nodes, gpus_per_node=world_size // nodes, rdzv_port=rdzv_port, before=before
+        )
+    command = rlscale_command(*rlscale_args, "--num_gpus", str(world_size))
+    gpus = 0 if device == "cpu" else world_size
+    return run_leased(command, gpus=gpus, granted=granted, world_size=world_size, rule=rule, before=before)

@@ -1,0 +1,160 @@
+"""The study's stages, one function per Snakemake rule that starts ``rlscale``: validate, plan, probe, train and
+benchmark. The ``scripts/`` launchers parse their options and call these; :mod:`.job_runner` places the ranks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from rlscale.launch.command import forwarded_value
+from rlscale.study.job_runner import GRANT_EXIT_CODE, launch, rlscale_command, run_leased, run_multinode
+from rlscale.study.verdict import validation_verdict
+
+JOB_RECORD = "job.json"
+"""The arguments of the train job that owns a ``--log_root``, kept in it."""
+
+
+def find_manifest(run_root: Path) -> Path | None:
+    """Return the newest rank-0 ``manifest.json`` under ``run_root`` (other ranks write theirs in ``rank_<r>/``)."""
+    found = [path for path in Path(run_root).rglob("manifest.json") if not path.parent.name.startswith("rank_")]
+    return max(found, key=lambda path: path.stat().st_mtime, default=None)
+
+
+def collect_manifest(run_root: Path, output: Path) -> int:
+    """Copy the training run's rank-0 manifest to ``output``; 1 if the run left none."""
+    manifest = find_manifest(run_root)
+    if manifest is None:
+        print(f"[study] ERROR: no manifest.json under {run_root}", file=sys.stderr)
+        return 1
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(manifest, output)
+    return 0
+
+
+def validate(
+    train_args: Sequence[str], *, iterations: int, gpus: int, granted: int, run_root: Path, output: Path
+) -> int:
+    """Run a short single-device ``rlscale train``, judge it, and write the verdict to ``output``.
+
+    The verdict is printed to stderr (the rule's log) in every case; ``output`` is written only when it passes, so a
+    failing task stops the study and Snakemake keeps no stale verdict.
+
+    Returns:
+        0 if the run passes :data:`~rlscale.study.verdict.VALIDATION_CRITERION`, else non-zero.
+    """
+    command = rlscale_command("train", *train_args, "--max_iterations", str(iterations), "--log_root", str(run_root))
+    code = run_leased(
+        command,
+        gpus=gpus,
+        granted=granted,
+        world_size=1,
+        port_option=None,
+        rule="validate",
+        before=lambda: shutil.rmtree(run_root, ignore_errors=True),  # A stale manifest must not pass for this run's.
+    )
+    if code == GRANT_EXIT_CODE:
+        return code
+    path = find_manifest(run_root)
+    verdict = validation_verdict(json.loads(path.read_text()) if path else None, iterations, code)
+    print(json.dumps(verdict, indent=2), file=sys.stderr)
+    if not verdict["ok"]:
+        print(f"[study] ERROR: validation failed: {'; '.join(verdict['reasons'])}", file=sys.stderr)
+        return code or 1
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    Path(output).write_text(json.dumps(verdict, indent=2) + "\n")
+    return 0
+
+
+def plan(launcher_args: Sequence[str], output: Path, visible_gpus: int = 0) -> int:
+    """Save the command ``rlscale train_multigpu --dry_run`` resolves for ``launcher_args`` to ``output``.
+
+    The plan runs on the submit host, which may have no GPU: ``visible_gpus`` > 0 resolves the command as on a node
+    with that many GPUs (``CUDA_VISIBLE_DEVICES=0,...``); the launcher checks the real ones when the job runs.
+    """
+    env = dict(os.environ)
+    if visible_gpus > 0:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, range(visible_gpus)))
+    result = subprocess.run(
+        rlscale_command("train_multigpu", "--dry_run", *launcher_args), capture_output=True, text=True, env=env
+    )
+    sys.stderr.write(result.stderr)
+    if result.returncode == 0:
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        Path(output).write_text(result.stdout)
+    return result.returncode
+
+
+def probe(
+    *, world_size: int, device: str, granted: int | None, output: Path, nodes: int = 1, rdzv_port: int = 29400
+) -> int:
+    """Run ``rlscale nccl_probe`` at ``world_size`` on leased GPUs (or CPU ranks); its report goes to ``output``."""
+    device_args = ["--device", "cpu"] if device == "cpu" else []
+    if nodes > 1 and os.environ.get("SLURM_NODEID", "0") != "0":
+        # Global rank 0, on the first node, prints the report; other nodes must not truncate the shared file.
+        command = rlscale_command("nccl_probe", *device_args)
+        return run_multinode(command, nodes=nodes, gpus_per_node=world_size // nodes, rdzv_port=rdzv_port)
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    with open(output, "w") as report:
+        if nodes > 1:
+            command = rlscale_command("nccl_probe", *device_args)
+            return run_multinode(
+                command, nodes=nodes, gpus_per_node=world_size // nodes, rdzv_port=rdzv_port, stdout=report
+            )
+        command = rlscale_command("nccl_probe", "--num_gpus", str(world_size), *device_args)
+        gpus = 0 if device == "cpu" else world_size
+        return run_leased(command, gpus=gpus, granted=granted, world_size=world_size, stdout=report, rule="probe")
+
+
+def keep_for_same_job(run_root: Path, job: Mapping) -> None:
+    """Keep ``run_root`` if an earlier attempt at this same job left it, else empty it and record ``job`` there.
+
+    The kept run directory is what ``--resume auto`` continues after a killed attempt. Any other job's (another
+    config: iterations, envs, seed...) is cleared: its checkpoints must not be continued, and its manifest must not
+    pass for this run's.
+    """
+    record = Path(run_root, JOB_RECORD)
+    with contextlib.suppress(OSError, ValueError):
+        if json.loads(record.read_text()) == job:
+            return
+    shutil.rmtree(run_root, ignore_errors=True)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(job, indent=2) + "\n")
+
+
+def train(rlscale_args: Sequence[str], *, output: Path, **launch_kwargs) -> int:
+    """Run ``rlscale train_multigpu`` (see :func:`~rlscale.study.job_runner.launch`) in ``--log_root``, then copy
+    its manifest.
+
+    Once the job may run, the log root is kept for a rerun of the same job (which passes ``--resume auto``) and
+    cleared otherwise (:func:`keep_for_same_job`); on several nodes only the first does this and copies the manifest,
+    which global rank 0 writes on the shared file system.
+
+    Raises:
+        ValueError: If ``rlscale_args`` has no ``--log_root``: the manifest could not be found.
+    """
+    run_root = forwarded_value(rlscale_args, "--log_root")
+    if run_root is None:
+        raise ValueError("train needs --log_root among the rlscale arguments, to find the run's manifest.")
+    job = {"rlscale_args": list(rlscale_args), **launch_kwargs}
+    code = launch(
+        ["train_multigpu", *rlscale_args],
+        rule="train",
+        before=lambda: keep_for_same_job(Path(run_root), job),
+        **launch_kwargs,
+    )
+    if code != 0 or os.environ.get("SLURM_NODEID", "0") != "0":
+        return code
+    return collect_manifest(Path(run_root), output)
+
+
+def benchmark(workflow: str, benchmark_args: Sequence[str], **launch_kwargs) -> int:
+    """Run ``rlscale benchmark <workflow>_multigpu`` (see :func:`~rlscale.study.job_runner.launch`); global rank 0
+    writes the bundle (its ``--output_path``)."""
+    return launch(["benchmark", f"{workflow}_multigpu", *benchmark_args], rule="benchmark", **launch_kwargs)
