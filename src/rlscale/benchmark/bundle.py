@@ -20,9 +20,9 @@ from typing import Any
 
 from rlscale.argparsing import OneLineParser
 from rlscale.benchmark.resources import node_gpu_devices
+from rlscale.launch.gpus import GIB
 
 SCHEMA_VERSION = "1.0"
-GIB = float(2**30)
 PACKAGE_KEYS = {"rlscale": "rlscale", "torch": "torch", "rsl_rl": "rsl-rl-lib", "rl_games": "rl-games"}
 PACKAGE_KEYS |= {"skrl": "skrl", "jax": "jax", "numpy": "numpy"}
 """Bundle key → distribution name."""
