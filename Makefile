@@ -1,4 +1,4 @@
-# `make setup` is idempotent: it rebuilds .venv only when pyproject.toml changes.
+# `make setup` is idempotent: it rebuilds .venv only when pyproject.toml (or the example task's) changes.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlscale-installed
@@ -10,15 +10,20 @@ export OMP_NUM_THREADS ?= 1
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The example task package is a distribution of its own, installed as a user installs theirs (docs/tasks.md); the
+# tests train it through its `rlscale.tasks` entry point.
+EXAMPLE_TASK := examples/pendulum_task
+
+$(STAMP): pyproject.toml $(EXAMPLE_TASK)/pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
 	$(PY) -m pip install -q -e ".[test,jax,mjx]"
+	$(PY) -m pip install -q -e $(EXAMPLE_TASK)
 	touch $@
 
 lint: setup
-	$(VENV)/bin/ruff check src tests
-	$(VENV)/bin/ruff format --check src tests
+	$(VENV)/bin/ruff check src tests examples
+	$(VENV)/bin/ruff format --check src tests examples
 	$(VENV)/bin/ruff check scripts
 	$(VENV)/bin/ruff format --check scripts
 	$(VENV)/bin/snakefmt --check Snakefile workflow

@@ -20,4 +20,5 @@ write_study_outputs(
     efficiency_plot=job.output.efficiency,
     learning_plot=job.output.learning,
     summary=job.output.summary,
+    parity_csv=job.input.parity,
 )

@@ -75,11 +75,11 @@ class TestRegistration:
 
     def test_train_refuses_it_in_one_line_without_the_extra(self, monkeypatch, tmp_path, capsys):
         """rlscale train checks the backend while parsing: exit 2, one line naming the extra, nothing written."""
-        from rlscale.train import parse_args
+        from rlscale.run.spec import resolve_spec
 
         monkeypatch.setitem(sys.modules, "mujoco", None)
         with pytest.raises(SystemExit) as raised:
-            parse_args(["--task", "Rlscale-Ant", "--device", "cpu", "--log_root", str(tmp_path / "logs")])
+            resolve_spec(["--task", "Rlscale-Ant", "--device", "cpu", "--log_root", str(tmp_path / "logs")])
         assert raised.value.code == 2
         lines = capsys.readouterr().err.strip().splitlines()
         assert len(lines) == 1 and "pip install 'rlscale[mjx]'" in lines[0]
@@ -242,9 +242,14 @@ class TestOwnGpuPerRank:
         """
         argv = ["--task", task, "--device", "cuda", "--rl_library", "rl_games"]
         if entry == "train":
-            call = f"from rlscale.train import parse_args; parse_args({argv + ['--distributed']!r})"
+            call = f"from rlscale.run.spec import resolve_spec; resolve_spec({argv + ['--distributed']!r})"
         else:
-            call = f"from rlscale.benchmark import worker; worker.time_python_imports({argv!r}, 'training')"
+            call = (
+                "from argparse import Namespace; from rlscale.benchmark import worker; "
+                "from rlscale.benchmark.records import TRAINING; "
+                f"worker.time_python_imports(TRAINING, Namespace(task={task!r}, device='cuda', ml_framework='torch', "
+                "rl_library='rl_games'))"
+            )
         code = f"""
 import os
 try:

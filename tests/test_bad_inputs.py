@@ -282,7 +282,7 @@ def run_case(item: Case, workdir: Path, monkeypatch, capsys) -> tuple[int | None
         else:
             monkeypatch.setenv(key, value)
     monkeypatch.setattr("rlscale.launch.supervise.run_supervised", job_not_started)
-    monkeypatch.setattr("rlscale.train.execute", job_not_started)
+    monkeypatch.setattr("rlscale.run.train.execute", job_not_started)
     try:
         code = rlscale_main(shlex.split(item.command))
     except SystemExit as exit_:

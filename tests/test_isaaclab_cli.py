@@ -51,8 +51,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 def no_nvml(monkeypatch):
     """NVML counts no GPU, as on this CPU-only host: only ``CUDA_VISIBLE_DEVICES`` gives a count, on any machine."""
     stubbed = functools.partial(parse_launcher_args, nvml_count=_nvml_unavailable, gpu_evidence=_no_nvidia_hardware)
-    monkeypatch.setattr(run, "parse_launcher_args", stubbed)
-    monkeypatch.setattr(benchmark_cli, "parse_launcher_args", stubbed)
+    monkeypatch.setattr(run, "parse_launcher_args", stubbed)  # the benchmarks' launcher's too
     for name in ("CUDA_VISIBLE_DEVICES", "RLSCALE_INJECT_FAULT", "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "WORLD_SIZE"):
         monkeypatch.delenv(name, raising=False)
 
@@ -472,10 +471,10 @@ class TestSingleGpuTrain:
         them: the alias names Isaac-Cartpole, the agent override lands in the agent config, the env override in the
         task config, typed.
         """
-        from rlscale.train import parse_args
+        from rlscale.run.spec import resolve_spec
 
-        args, agent_cfg = parse_args(["--task", "Isaac-Cartpole"])
-        assert (args.task, args.task_alias, args.rl_library, args.distributed) == (
+        spec = resolve_spec(["--task", "Isaac-Cartpole"])
+        assert (spec.task, spec.task_alias, spec.rl_library, spec.distributed) == (
             "Isaac-Cartpole",
             None,
             "rsl_rl",
@@ -487,10 +486,10 @@ class TestSingleGpuTrain:
             "agent.algorithm.learning_rate=5e-4",
             "env.episode_length_s=10",
         ]
-        args, agent_cfg = parse_args(argv)
-        assert (args.task, args.task_alias, args.headless) == ("Isaac-Cartpole", "Isaac-Cartpole-v0", True)
-        assert agent_cfg["algorithm"]["learning_rate"] == 5e-4
-        assert args.env_overrides == {"episode_length_s": 10.0}
+        spec = resolve_spec(argv)
+        assert (spec.task, spec.task_alias, spec.headless) == ("Isaac-Cartpole", "Isaac-Cartpole-v0", True)
+        assert spec.agent_cfg["algorithm"]["learning_rate"] == 5e-4
+        assert spec.typed_env_overrides() == {"episode_length_s": 10.0}
 
     @pytest.mark.parametrize(
         ("library", "entry_point"),

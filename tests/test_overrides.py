@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 import pytest
 
 from rlscale.cli import main as rlscale_main
+from rlscale.run.spec import resolve_spec
+from rlscale.run.start import run_directory
 from rlscale.tasks import load_agent_cfg, make_task
 from rlscale.tasks.overrides import field_value, with_overrides
-from rlscale.train import parse_args, run_directory
 
 
 @dataclass(frozen=True)
@@ -90,18 +91,19 @@ class TestFieldValue:
 class TestParseArgs:
     def test_positional_overrides_between_options(self):
         """Hydra's overrides may come anywhere on the line, as Isaac Lab's users write them."""
-        args, agent_cfg = parse_args(
+        spec = resolve_spec(
             ["agent.algorithm.gamma=0.98", "--task", "Isaac-Cartpole", "agent.algorithm.learning_rate=5e-4",
              "--device", "cpu", "env.episode_length_s=10", "--headless", "env.cart_pos_range=[-0.5, 0.5]"]
         )  # fmt: skip
+        agent_cfg = spec.agent_cfg
         assert agent_cfg["algorithm"]["learning_rate"] == 5e-4 and agent_cfg["algorithm"]["gamma"] == 0.98
-        assert args.env_overrides == {"episode_length_s": 10.0, "cart_pos_range": (-0.5, 0.5)}
-        assert args.headless
+        assert spec.typed_env_overrides() == {"episode_length_s": 10.0, "cart_pos_range": (-0.5, 0.5)}
+        assert spec.headless
 
     def test_an_isaac_lab_alias_runs_as_the_canonical_task(self, tmp_path):
-        args, _ = parse_args(["--task", "Isaac-Cartpole-v0", "--device", "cpu", "--log_root", str(tmp_path)])
-        assert (args.task, args.task_alias) == ("Isaac-Cartpole", "Isaac-Cartpole-v0")
-        assert run_directory(args).parent == tmp_path / "rsl_rl" / "Isaac-Cartpole"
+        spec = resolve_spec(["--task", "Isaac-Cartpole-v0", "--device", "cpu", "--log_root", str(tmp_path)])
+        assert (spec.task, spec.task_alias) == ("Isaac-Cartpole", "Isaac-Cartpole-v0")
+        assert run_directory(spec).parent == tmp_path / "rsl_rl" / "Isaac-Cartpole"
 
     @pytest.mark.parametrize(
         ("library", "entry_point"),
@@ -110,7 +112,7 @@ class TestParseArgs:
     )  # fmt: skip
     def test_isaac_lab_agent_entry_points_name_the_default_config(self, library, entry_point):
         argv = ["--task", "Isaac-Cartpole", "--device", "cpu", "--rl_library", library, "--agent", entry_point]
-        assert parse_args(argv)[1] == load_agent_cfg("Isaac-Cartpole", library)
+        assert resolve_spec(argv).agent_cfg == load_agent_cfg("Isaac-Cartpole", library)
 
     @pytest.mark.parametrize(
         ("extra", "message"),
@@ -133,7 +135,7 @@ class TestParseArgs:
     )  # fmt: skip
     def test_refused_in_one_line(self, capsys, extra, message):
         with pytest.raises(SystemExit) as info:
-            parse_args(["--task", "Isaac-Cartpole", "--device", "cpu", *extra])
+            resolve_spec(["--task", "Isaac-Cartpole", "--device", "cpu", *extra])
         err = capsys.readouterr().err
         assert info.value.code == 2 and err.count("\n") == 1 and message in err, err
 

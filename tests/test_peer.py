@@ -6,7 +6,6 @@ form and several tests read its bundle.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import os
@@ -23,7 +22,7 @@ import torch
 from rlscale.benchmark.bundle import validation_errors
 from rlscale.benchmark.comparison import PeerMismatch, load_peer_result, peer_argv, peer_section, run_peer_first
 from rlscale.benchmark.peer import PEER_SCRIPTS, peer_clock
-from rlscale.tasks import get_spec, graph, load_agent_cfg
+from rlscale.tasks import get_spec, graph
 
 TASK = "Isaac-Cartpole"
 ROLLOUT = 16  # rollout length of the task's rsl_rl, rl_games and skrl configs
@@ -207,12 +206,13 @@ class TestSameEnvStep:
 
     @pytest.mark.parametrize("no_cuda_graph", [False, True])
     def test_rlscale_run_builds_its_task_with_build_task(self, task_builds, tmp_path, no_cuda_graph):
-        from rlscale.train import execute, parse_args
+        from rlscale.run.phases import execute
+        from rlscale.run.spec import resolve_spec
 
         flags = ["--no_cuda_graph"] if no_cuda_graph else []
-        args, agent_cfg = parse_args(["--task", TASK, "--device", "cpu", "--log_root", str(tmp_path), *flags])
+        spec = resolve_spec(["--task", TASK, "--device", "cpu", "--log_root", str(tmp_path), *flags])
         with pytest.raises(TaskBuilt):
-            execute(args, agent_cfg)
+            execute(spec)
         assert task_builds == [(TASK, not no_cuda_graph, {"device": "cpu", "seed": 42})]
 
     @pytest.mark.parametrize("no_cuda_graph", [False, True])
@@ -227,11 +227,14 @@ class TestSameEnvStep:
 
     @pytest.mark.parametrize("no_cuda_graph", [False, True])
     def test_rlscale_graph_setting_reaches_the_peer(self, no_cuda_graph):
-        from rlscale.benchmark.options import workflow_parser
+        from rlscale.benchmark.arguments import parse_in_process
+        from rlscale.benchmark.records import TRAINING
+        from rlscale.run.spec import spec_from_args
 
         argv = ["--task", TASK, "--peer", *(["--no_cuda_graph"] if no_cuda_graph else [])]
-        args = workflow_parser("training", "rlscale benchmark training").parse_args(argv)
-        assert ("--no_cuda_graph" in peer_argv(args, Path("peer.json"))) == no_cuda_graph
+        parser, args = parse_in_process(TRAINING, argv, multigpu=False)
+        spec = spec_from_args(parser, args, torch_free=True)
+        assert ("--no_cuda_graph" in peer_argv(spec, Path("peer.json"))) == no_cuda_graph
 
     @pytest.mark.parametrize("no_cuda_graph", [False, True])
     def test_rank0_refuses_a_peer_on_another_graph_setting(self, no_cuda_graph):
@@ -239,10 +242,11 @@ class TestSameEnvStep:
         from rlscale.benchmark.session import peer_workload
         from rlscale.benchmark.workflows import Measurement
         from rlscale.dist import RankInfo
+        from rlscale.run.spec import resolve_spec
 
-        args = argparse.Namespace(rl_library="rsl_rl", task=TASK, device="cpu", no_cuda_graph=no_cuda_graph)
+        spec = resolve_spec(["--task", TASK, "--device", "cpu", *(["--no_cuda_graph"] if no_cuda_graph else [])])
         measurement = Measurement("training", num_envs_per_rank=ENVS, seed=42, max_iterations=ITERATIONS)
-        workload = peer_workload(args, load_agent_cfg(TASK, "rsl_rl"), measurement, RankInfo())
+        workload = peer_workload(spec, measurement, RankInfo())
         assert workload["cuda_graph"] is not no_cuda_graph
 
 

@@ -1,8 +1,8 @@
 """``rlscale train --cpu_threads`` and ``--no_cuda_graph``: what a run does with them and what its manifest records.
 
-One short CPU run in this process per case (:func:`rlscale.train.execute`), the threads read from inside it. Whether
-the graph is used at all is decided by :func:`rlscale.tasks.graph.graphed_if_possible` (tests/test_cuda_graph.py);
-that the run hands the flag to it, by tests/test_peer.py's ``TestSameEnvStep``.
+One short CPU run in this process per case (:func:`rlscale.run.phases.execute`), the threads read from inside it.
+Whether the graph is used at all is decided by :func:`rlscale.tasks.graph.graphed_if_possible`
+(tests/test_cuda_graph.py); that the run hands the flag to it, by tests/test_peer.py's ``TestSameEnvStep``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import signal
 import pytest
 import torch
 
-from rlscale.train import execute, parse_args
+from rlscale.run.phases import execute
+from rlscale.run.spec import resolve_spec
 
 
 @pytest.fixture
@@ -26,9 +27,9 @@ def run(tmp_path):
 
     def train(*flags: str) -> tuple[int, dict]:
         argv = ["--task", "Isaac-Cartpole", "--device", "cpu", "--num_envs", "16", "--max_iterations", "1"]
-        args, agent_cfg = parse_args([*argv, "--log_root", str(tmp_path), *flags])
+        spec = resolve_spec([*argv, "--log_root", str(tmp_path), *flags])
         during = []
-        outcome = execute(args, agent_cfg, on_task_created=lambda task: during.append(torch.get_num_threads()))
+        outcome = execute(spec, on_task_created=lambda task: during.append(torch.get_num_threads()))
         assert outcome.status == "completed"
         return during[0], json.loads((outcome.log_dir / "manifest.json").read_text())
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 import re
 import shlex
@@ -17,6 +18,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -140,6 +142,32 @@ class TestEndToEnd:
         assert len(list((results / "benchmark" / "startup").rglob("*.json"))) == 1
         assert len(list((results / "benchmark" / "runtime").rglob("*.json"))) == 1
 
+    def test_parity_verdicts_recomputed_from_records(self, tiny_study):
+        """parity.csv's medians, ratio, verdict and speedup equal what the parity runs' records (their manifests'
+        iterations) give by hand; its plots are PNG images and summary.md shows the table."""
+        results = tiny_study / "results" / STUDY
+        crossings: dict[int, list[tuple[float, float]]] = {}
+        for path in sorted((results / "parity").rglob("seed*.json")):
+            manifest = json.loads(path.read_text())
+            reached = [it for it in manifest["iterations"] if it["mean_episode_length"] >= 40]  # the CI target
+            crossing = (reached[0]["env_steps"], reached[0]["elapsed_s"]) if reached else (math.inf, math.inf)
+            crossings.setdefault(manifest["world_size"], []).append(crossing)
+        assert {size: len(runs) for size, runs in crossings.items()} == {1: 2, 2: 2}  # two seeds each
+        steps = {size: float(np.median([s for s, _ in runs])) for size, runs in crossings.items()}
+        seconds = {size: float(np.median([t for _, t in runs])) for size, runs in crossings.items()}
+        table = pd.read_csv(results / "parity.csv").set_index("world_size")
+        for size in (1, 2):
+            assert table.loc[size, "env_steps_to_target_median"] == pytest.approx(steps[size])
+            assert table.loc[size, "wall_time_to_target_median_s"] == pytest.approx(seconds[size])
+        if math.isfinite(steps[1]):
+            assert bool(table.loc[2, "learns_as_well"]) == (steps[2] <= 1.2 * steps[1])  # default tolerance 0.2
+        if math.isfinite(seconds[2]):
+            assert table.loc[2, "wall_time_speedup"] == pytest.approx(seconds[1] / seconds[2])
+        for name in ("parity_env_steps.png", "parity_wall_time.png"):
+            assert (results / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        summary = (results / "summary.md").read_text()
+        assert "## Parity" in summary and "![parity_wall_time](parity_wall_time.png)" in summary
+
     def test_plan_is_the_launched_command(self, tiny_study):
         """The planned command is what the train job launched, apart from the port leased at run time."""
         plan = (tiny_study / "results" / STUDY / "plan" / "Isaac-Cartpole-Direct" / "rsl_rl" / "ws2.txt").read_text()
@@ -191,6 +219,7 @@ class TestDryRun:
         counts = dict(re.findall(r"^(\w+)\s+(\d+)$", result.stdout, re.MULTILINE))
         assert counts["validate"] == "3" and counts["train"] == "6" and counts["probe"] == "1"
         assert counts["benchmark"] == str(3 * 2 * 1 * 2 + 3 + 1)  # libraries x sizes x envs x seeds + startup + runtime
+        assert counts["parity"] == str(1 * 2 * 3)  # the fallback's parity: rsl_rl x sizes x seeds
         assert "Rlscale-Ant" not in result.stdout  # The fallback leaves the MJX task out.
         reason = "device: auto chose cpu with the cpu_fallback sizes: CUDA_VISIBLE_DEVICES='' hides every GPU"
         assert reason in result.stdout + result.stderr  # The log says which device and why.
@@ -207,6 +236,8 @@ class TestDryRun:
         assert counts["benchmark"] == str(tasks * (libraries * sizes * envs * seeds + libraries + 1))
         assert "benchmark/training/Rlscale-Ant/rsl_rl/ws2/envs16384/seed3.json" in result.stdout
         assert "Rlscale-Ant/rsl_rl/ws2/envs65536" not in result.stdout
+        assert counts["parity"] == str((libraries + 1) * sizes * seeds)  # Cartpole x 3 libraries, Ant x rsl_rl
+        assert "parity/Rlscale-Ant/rsl_rl/ws2/lr-none_norm-library/seed3.json" in result.stdout
         reason = "device: auto chose cuda: 2 GPU(s) visible (CUDA_VISIBLE_DEVICES='0,1')"
         assert reason in result.stdout + result.stderr
 

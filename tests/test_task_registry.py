@@ -75,6 +75,15 @@ class TestRegistration:
         with pytest.raises(ValueError, match="is not module:attribute"):
             register_task("Other-Task", "rlscale.tasks.cartpole.env.ManagerCartpole", "a:b", {}, package="a")
 
+    def test_a_colon_is_kept_for_module_qualified_ids(self):
+        with pytest.raises(ValueError, match="':' is reserved for package.module:Task-Id"):
+            register_task("pkg:Other-Task", "a.b:C", "a.b:Cfg", {}, package="a")
+
+    def test_built_in_tasks_come_from_rlscale(self):
+        assert {get_spec(task_id).source for task_id in ("Isaac-Cartpole", "Isaac-Cartpole-Direct", "Rlscale-Ant")} == {
+            "rlscale"
+        }
+
     def test_classes_are_imported_when_asked_for(self):
         from rlscale.tasks.ant.cfg import AntCfg
         from rlscale.tasks.cartpole.env import ManagerCartpole

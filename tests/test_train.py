@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rlscale.train import apply_override
+from rlscale.run.spec import apply_override
 
 PATHS = [("rsl_rl", "torch"), ("rl_games", "torch"), ("skrl", "torch"), ("skrl", "jax")]
 

@@ -10,7 +10,7 @@ import importlib
 import sys
 
 COMMANDS = {
-    "train": ("rlscale.train", "main", "train a policy on one device (or as one rank of a job)"),
+    "train": ("rlscale.run.train", "main", "train a policy on one device (or as one rank of a job)"),
     "train_multigpu": (
         "rlscale.launch.run",
         "main_train_multigpu",
@@ -19,17 +19,63 @@ COMMANDS = {
     "nccl_probe": ("rlscale.launch.run", "main_nccl_probe", "all-reduce across the ranks, before a long job"),
     "benchmark": ("rlscale.benchmark.cli", "main", "startup, runtime or training benchmark; writes one result bundle"),
     "bundle": ("rlscale.benchmark.bundle", "main", "validate benchmark result bundles against their schema"),
-    "list_tasks": ("rlscale.cli", "list_tasks", "list the registered task ids"),
+    "list_tasks": ("rlscale.cli", "list_tasks", "list the registered task ids and the package of each"),
+    "check_task": ("rlscale.cli", "check_task", "check a task against the VecTask contract (exit 1 if it breaks it)"),
 }
-ALIASES = {"train-multigpu": "train_multigpu", "list-tasks": "list_tasks", "nccl-probe": "nccl_probe"}
+ALIASES = {
+    "train-multigpu": "train_multigpu",
+    "list-tasks": "list_tasks",
+    "nccl-probe": "nccl_probe",
+    "check-task": "check_task",
+}
 
 
 def list_tasks(argv: list[str]) -> int:
+    from rlscale.tasks import TaskPluginError, get_spec
     from rlscale.tasks import list_tasks as registered
 
-    for task_id in registered():
-        print(task_id)
+    try:
+        task_ids = registered()
+    except TaskPluginError as error:
+        print(f"rlscale list_tasks: {error}", file=sys.stderr)
+        return 1
+    width = max(map(len, task_ids))
+    for task_id in task_ids:
+        print(f"{task_id:<{width}}  {get_spec(task_id).source}")
     return 0
+
+
+def check_task(argv: list[str]) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="rlscale check_task",
+        description="Check a task against the VecTask contract: exit 0 if it keeps it, 1 with one line per violation.",
+    )
+    parser.add_argument("task", help="task id (`rlscale list_tasks`) or package.module:Task-Id")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    parser.add_argument("--num_envs", type=int, default=64, help="environments stepped together (default 64)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the checked builds (and seed + 1; default 0)")
+    args = parser.parse_args(argv)
+    if args.num_envs < 1:
+        parser.error(f"--num_envs must be at least 1 (got {args.num_envs})")
+    from rlscale.tasks import UnknownTaskError, get_spec
+
+    try:
+        spec = get_spec(args.task)
+        if spec.check_available is not None:
+            spec.check_available()
+    except (UnknownTaskError, ImportError) as error:
+        parser.error(str(error))
+    import torch
+
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        parser.error(f"--device {args.device}: no CUDA device is available")
+    from rlscale.tasks.conformance import check_task as check
+
+    report = check(args.task, args.device, args.num_envs, args.seed)
+    print("\n".join(report.lines()), flush=True)
+    return 0 if report.conforms else 1
 
 
 def usage() -> str:

@@ -1,4 +1,5 @@
-"""The rank environment, read in one place.
+"""The rank environment, read in one place, and what follows from a rank's place in the job: its device and GPU,
+its process-group backend and collective timeout, and the job's env steps per iteration.
 
 torchrun sets ``WORLD_SIZE``/``RANK``/``LOCAL_RANK``/``LOCAL_WORLD_SIZE``; skrl's JAX launcher sets ``JAX_WORLD_SIZE``/
 ``JAX_RANK``/``JAX_LOCAL_RANK``. A process started by neither is rank 0 of 1.
@@ -70,11 +71,27 @@ def rank_info(environ: Mapping[str, str] | None = None) -> RankInfo:
     )
 
 
+def rank_cuda_index(rank: RankInfo, cuda_device_count: int) -> int:
+    """Index of this rank's GPU among those it sees: its local rank, or 0 when each rank sees only its own GPU."""
+    return rank.local_rank if rank.local_rank < cuda_device_count else 0
+
+
 def rank_device(requested: str, rank: RankInfo, cuda_device_count: int) -> str:
-    """This rank's device: ``cuda:{local_rank}``, or ``cuda:0`` when each rank sees one GPU; CPU stays CPU."""
+    """This rank's device: ``cuda:{rank_cuda_index}`` in a distributed job; CPU stays CPU, a lone rank keeps
+    ``requested``."""
     if requested == "cpu" or not rank.distributed:
         return requested
-    return f"cuda:{rank.local_rank}" if rank.local_rank < cuda_device_count else "cuda:0"
+    return f"cuda:{rank_cuda_index(rank, cuda_device_count)}"
+
+
+def process_group_backend(device: str) -> str:
+    """The ``torch.distributed`` backend of ranks on ``device``: gloo for CPU ranks, NCCL for GPU ranks."""
+    return "gloo" if str(device).startswith("cpu") else "nccl"
+
+
+def global_env_steps(steps_per_env: int, envs_per_rank: int, world_size: int) -> int:
+    """Env steps of one iteration over all ranks: ``steps_per_env`` (the rollout length) on each rank's envs."""
+    return steps_per_env * envs_per_rank * world_size
 
 
 def own_gpu_variables(environ: Mapping[str, str], rank: RankInfo) -> dict[str, str]:

@@ -11,7 +11,10 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-PACKAGES = ("rlscale", "torch", "rsl-rl-lib", "rl-games", "skrl", "jax", "jaxlib", "numpy")
+from rlscale.rl import ADAPTERS
+
+PACKAGES = ("rlscale", "torch", *(library.distribution for library in ADAPTERS.values()), "jax", "jaxlib", "numpy")
+"""Distributions whose installed versions a manifest records."""
 
 
 def utc_now() -> str:

@@ -1,4 +1,5 @@
-# Stage 6: read every bundle, refuse incompatible ones, and write the scaling table, plots and summary.
+# Stage 6: read every bundle, refuse incompatible ones, and write the scaling table, plots and summary (which shows
+# the parity stage's table and plots too).
 
 
 rule aggregate:
@@ -6,6 +7,11 @@ rule aggregate:
         training=[path for path, _ in training_cells()],
         other=other_bundles(),
         train=[path for path, _ in train_cells()],
+        parity=rules.parity_aggregate.output.csv,
+        parity_plots=[
+            rules.parity_aggregate.output.env_steps,
+            rules.parity_aggregate.output.wall_time,
+        ],
     output:
         csv=report(
             "results/{study}/scaling.csv",

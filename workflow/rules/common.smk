@@ -8,6 +8,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
+from rlscale.launch.ranks import gpus_needed_per_node, ranks_per_node
 from rlscale.study.config import (
     StudyConfigError,
     check_gpu_limit,
@@ -95,13 +96,13 @@ def get_final_output():
 
 
 def rank_gpus(wildcards):
-    """GPUs of a job at world size ws: one per rank on cuda, none for CPU ranks."""
-    return int(wildcards.ws) if DEVICE == "cuda" else 0
+    """GPUs of a job at world size ws on one host: one per rank on cuda, none for CPU ranks."""
+    return gpus_needed_per_node(int(wildcards.ws), DEVICE)
 
 
 def single_device_gpus(wildcards):
     """GPUs of a single-device job (validate)."""
-    return 1 if DEVICE == "cuda" else 0
+    return gpus_needed_per_node(1, DEVICE)
 
 
 def rank_threads(wildcards):
@@ -170,7 +171,7 @@ def plan_launch_args(wildcards):
     if ws in MULTI_NODE:
         nodes = node_count(wildcards)
         return (
-            f"--nnodes {nodes} --num_gpus {ws // nodes} --rdzv_backend c10d "
+            f"--nnodes {nodes} --num_gpus {ranks_per_node(ws, nodes)} --rdzv_backend c10d "
             "--rdzv_endpoint FIRST_NODE:RDZV_PORT --rdzv_id SLURM_JOB_ID"
         )
     return f"--num_gpus {ws}"
@@ -178,7 +179,7 @@ def plan_launch_args(wildcards):
 
 def plan_visible_gpus(wildcards):
     """GPUs the dry run assumes visible on the job's node (the plan runs on the submit host)."""
-    return 0 if DEVICE == "cpu" else int(wildcards.ws) // node_count(wildcards)
+    return gpus_needed_per_node(int(wildcards.ws), DEVICE, node_count(wildcards))
 
 
 def benchmark_args(wildcards):

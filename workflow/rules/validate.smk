@@ -1,5 +1,6 @@
-# Stage 1: a short single-device `rlscale train` per task x library. Every later job of the pair waits for its
-# verdict, so a task that does not train stops the study before any long job (criterion: docs in the verdict and
+# Stage 1: per task x library, `rlscale check_task` (the VecTask contract, at the run's device and env count), then
+# a short single-device `rlscale train`. Every later job of the pair waits for its verdict, so a task that breaks the
+# contract or does not train stops the study before any long job (criterion: docs in the verdict and
 # rlscale.study.verdict.VALIDATION_CRITERION).
 
 

@@ -21,10 +21,11 @@ from typing import Any
 from rlscale.argparsing import OneLineParser
 from rlscale.benchmark.resources import node_gpu_devices
 from rlscale.launch.gpus import GIB
+from rlscale.rl import ADAPTERS
 
 SCHEMA_VERSION = "1.0"
-PACKAGE_KEYS = {"rlscale": "rlscale", "torch": "torch", "rsl_rl": "rsl-rl-lib", "rl_games": "rl-games"}
-PACKAGE_KEYS |= {"skrl": "skrl", "jax": "jax", "numpy": "numpy"}
+PACKAGE_KEYS = {"rlscale": "rlscale", "torch": "torch"}
+PACKAGE_KEYS |= {name: library.distribution for name, library in ADAPTERS.items()} | {"jax": "jax", "numpy": "numpy"}
 """Bundle key → distribution name."""
 
 
@@ -145,15 +146,15 @@ def hardware_section(on_cuda: bool) -> dict:
     }
 
 
-def extra_section(workflow: str, multigpu: bool, rank, num_envs_per_rank: int) -> dict:
-    """How to read the figures: training covers every rank; startup and runtime are rank 0's own."""
+def extra_section(workload_scope: str, multigpu: bool, rank, num_envs_per_rank: int) -> dict:
+    """How to read the figures: ``global`` ones (training) cover every rank; ``rank0`` ones are rank 0's own."""
     return {
         "distributed": multigpu,
         "world_size": rank.world_size,
         "local_world_size": rank.local_world_size,
         "num_nodes": rank.num_nodes,
         "num_envs_per_rank": num_envs_per_rank,
-        "workload_scope": "global" if workflow == "training" else "rank0",
+        "workload_scope": workload_scope,
         "measurement_scope": "rank0_process",
         "gpu_measurement_scope": "rank0_node",
     }

@@ -24,6 +24,7 @@ from pathlib import Path
 from rlscale.benchmark.peer import PEER_SCRIPTS
 from rlscale.benchmark.stats import mean_std, median_rate, rate_stats
 from rlscale.launch.command import LauncherCfg, build_launch_command
+from rlscale.run.spec import RunSpec
 
 MIRRORED = ("task", "num_envs", "max_iterations", "seed")
 """rlscale options passed on to the peer as given; left out, the peer resolves the same defaults from the same
@@ -43,25 +44,25 @@ class PeerMismatch(ValueError):
     """The peer's result does not describe the workload rlscale is about to measure, or is missing."""
 
 
-def peer_argv(args: argparse.Namespace, result: Path) -> list[str]:
-    """The peer script's arguments for rlscale's parsed ``args``; ``--device cuda:N`` becomes ``cuda`` (the peer, as
+def peer_argv(spec: RunSpec, result: Path) -> list[str]:
+    """The peer script's arguments for rlscale's ``spec``; ``--device cuda:N`` becomes ``cuda`` (the peer, as
     rlscale's ranks, puts local rank r on ``cuda:r``)."""
     argv = []
     for name in MIRRORED:
-        if getattr(args, name) is not None:
-            argv += [f"--{name}", str(getattr(args, name))]
-    argv += [f"--{flag}" for flag in MIRRORED_FLAGS if getattr(args, flag)]
-    if args.device is not None:
-        argv += ["--device", args.device.partition(":")[0]]
+        if getattr(spec, name) is not None:
+            argv += [f"--{name}", str(getattr(spec, name))]
+    argv += [f"--{flag}" for flag in MIRRORED_FLAGS if getattr(spec, flag)]
+    if spec.device is not None:
+        argv += ["--device", spec.device.partition(":")[0]]
     return [*argv, "--output", str(result)]
 
 
-def single_process_command(args: argparse.Namespace, result: Path) -> list[str]:
+def single_process_command(spec: RunSpec, result: Path) -> list[str]:
     """``python peer_<library>.py ...``: the peer of ``rlscale benchmark training``."""
-    return [sys.executable, PEER_SCRIPTS[args.rl_library], *peer_argv(args, result)]
+    return [sys.executable, PEER_SCRIPTS[spec.rl_library], *peer_argv(spec, result)]
 
 
-def torchrun_command(launcher_args: argparse.Namespace, args: argparse.Namespace, result: Path) -> list[str]:
+def torchrun_command(launcher_args: argparse.Namespace, spec: RunSpec, result: Path) -> list[str]:
     """``torchrun ... peer_<library>.py ...`` with the launcher's own geometry: the peer of ``training_multigpu``.
 
     Built by the launcher's resolver (nproc, nnodes, node rank, master or rendezvous settings, torchrun options), so
@@ -77,7 +78,7 @@ def torchrun_command(launcher_args: argparse.Namespace, args: argparse.Namespace
     geometry = copy.copy(launcher_args)
     if geometry.rdzv_id is not None:
         geometry.rdzv_id = f"{geometry.rdzv_id}-peer"
-    return build_launch_command(geometry, peer_argv(args, result), cfg, os.environ)
+    return build_launch_command(geometry, peer_argv(spec, result), cfg, os.environ)
 
 
 def run_peer_first(library: str, command: Callable[[Path], list[str]], measure: Callable[[Path], int]) -> int:

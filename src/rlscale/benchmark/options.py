@@ -1,7 +1,7 @@
-"""A benchmark workflow's options: every ``rlscale train`` option plus the workflow's own, and what it refuses.
+"""The benchmark workflows' own options, the ``rlscale train`` options each refuses, and their checks.
 
-Torch-free. A module of its own so that the two places that parse a workflow's arguments, the command line
-(:mod:`.cli`) and each rank (:mod:`.session`), share it without importing each other.
+Torch-free, and free of the workflow records (:mod:`.records` holds these pieces together), so that the records, the
+parser (:mod:`.arguments`) and the command line share them without importing each other.
 """
 
 from __future__ import annotations
@@ -9,37 +9,27 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rlscale.argparsing import OneLineParser
 from rlscale.benchmark.comparison import NOT_MIRRORED
 
-DESCRIPTIONS = {
-    "startup": "cold-start phases of one training iteration, timed on rank 0",
-    "runtime": "env-step throughput under random actions, no policy (rank 0's own rate)",
-    "training": "end-to-end PPO throughput (global over all ranks) and learning curves",
+STARTUP_REFUSES = {
+    "--max_iterations": "startup always times one iteration",
+    "--resume": "startup times a cold start",
+    "--checkpoint_interval": "startup runs one iteration, with no periodic checkpoint",
 }
-NOT_APPLICABLE = {
-    "startup": {
-        "--max_iterations": "startup always times one iteration",
-        "--resume": "startup times a cold start",
-        "--checkpoint_interval": "startup runs one iteration, with no periodic checkpoint",
-    },
-    "runtime": {
-        flag: "runtime steps the task with random actions, without a library"
-        for flag in ("--rl_library", "--ml_framework", "--max_iterations", "--resume", "--agent")
-    }
-    | {flag: "runtime trains no policy" for flag in ("--sync_check_interval", "--checkpoint_interval")},
-    "training": {},
-}
-"""Options of ``rlscale train`` that a workflow refuses, with the reason."""
+RUNTIME_REFUSES = {
+    flag: "runtime steps the task with random actions, without a library"
+    for flag in ("--rl_library", "--ml_framework", "--max_iterations", "--resume", "--agent")
+} | {flag: "runtime trains no policy" for flag in ("--sync_check_interval", "--checkpoint_interval")}
 
 UNSUPPORTED = {
     "video": "--video: rlscale has no renderer, so there is no video to record",
     "capture_env_sensors": "--capture_env_sensors: rlscale's tasks have no sensors to capture",
     "check_success": "--check_success: rlscale's tasks define no success term to check",
 }
+"""Isaac Lab options no workflow supports, with the reason."""
 
 
-def add_unsupported(parser: argparse.ArgumentParser) -> None:
+def add_unsupported(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     # Accepted only to be refused by name: Isaac Lab's users pass them, and "unrecognized argument" would not say why.
     parser.add_argument("--video", action="store_true", help="not supported: rlscale has no renderer")
     parser.add_argument(
@@ -48,81 +38,60 @@ def add_unsupported(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check_success", action="store_true", help="not supported: no success term")
 
 
-def workflow_parser(workflow: str, prog: str) -> OneLineParser:
-    """Every ``rlscale train`` option plus the workflow's own; torch-free."""
-    from rlscale.train import add_train_arguments
+def add_no_options(group: argparse._ArgumentGroup) -> None:
+    """The startup workflow has no options of its own."""
 
-    parser = OneLineParser(prog=prog, description=f"Benchmark: {DESCRIPTIONS[workflow]}.", allow_abbrev=False)
-    add_train_arguments(parser)
-    group = parser.add_argument_group("benchmark options")
+
+def add_runtime_options(group: argparse._ArgumentGroup) -> None:
+    group.add_argument("--warmup_steps", type=int, default=50, help="untimed steps first (default 50)")
+    group.add_argument("--num_steps", type=int, default=1000, help="timed steps (default 1000)")
     group.add_argument(
-        "--output_path",
-        type=Path,
-        metavar="FILE",
-        help="bundle path (default results/benchmarks/<workflow>_<task>_<library>_<ranks>x<envs>_seed<seed>.json)",
+        "--measure_sync_step",
+        action="store_true",
+        help="synchronise the device around each step (serialized_synchronized: a step's cost, not throughput)",
     )
-    if workflow == "runtime":
-        group.add_argument("--warmup_steps", type=int, default=50, help="untimed steps first (default 50)")
-        group.add_argument("--num_steps", type=int, default=1000, help="timed steps (default 1000)")
-        group.add_argument(
-            "--measure_sync_step",
-            action="store_true",
-            help="synchronise the device around each step (serialized_synchronized: a step's cost, not throughput)",
-        )
-    if workflow == "training":
-        group.add_argument(
-            "--warmup_iterations", type=int, default=1, help="iterations left out of the throughput (default 1)"
-        )
-        group.add_argument("--ema_alpha", type=float, default=0.1, help="EMA weight of the learning curves (0.1)")
-        group.add_argument(
-            "--peer",
-            action="store_true",
-            help="first run the library's plain script with the same settings (and torchrun geometry), then report "
-            "rlscale / peer throughput (runtime.peer)",
-        )
-        # Set by --peer for the ranks: the peer's result file.
-        group.add_argument("--peer_result", type=Path, help=argparse.SUPPRESS)
-    add_unsupported(group)
-    return parser
 
 
-def _given(argv: list[str], flag: str) -> bool:
-    return any(arg == flag or arg.startswith(f"{flag}=") for arg in argv)
+def add_training_options(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--warmup_iterations", type=int, default=1, help="iterations left out of the throughput (default 1)"
+    )
+    group.add_argument("--ema_alpha", type=float, default=0.1, help="EMA weight of the learning curves (0.1)")
+    group.add_argument(
+        "--peer",
+        action="store_true",
+        help="first run the library's plain script with the same settings (and torchrun geometry), then report "
+        "rlscale / peer throughput (runtime.peer)",
+    )
+    # Set by --peer for the ranks: the peer's result file.
+    group.add_argument("--peer_result", type=Path, help=argparse.SUPPRESS)
 
 
-def check_workflow_args(
-    parser: argparse.ArgumentParser, workflow: str, args: argparse.Namespace, argv, *, multigpu: bool
-) -> None:
-    """Refuse what the workflow cannot do, by name; exits 2 through ``parser.error``."""
-    for name, message in UNSUPPORTED.items():
-        if getattr(args, name):
-            parser.error(message)
-    for flag, reason in NOT_APPLICABLE[workflow].items():
-        if _given(argv, flag):
-            parser.error(f"{flag} does not apply to the {workflow} benchmark: {reason}")
-    if workflow == "runtime" and args.overrides:
+def check_nothing(parser: argparse.ArgumentParser, args: argparse.Namespace, multigpu: bool) -> None:
+    """The startup workflow checks nothing beyond the common checks."""
+
+
+def check_runtime(parser: argparse.ArgumentParser, args: argparse.Namespace, multigpu: bool) -> None:
+    if args.overrides:
         parser.error(
             f"{args.overrides[0]}: overrides do not apply to the runtime benchmark: it steps the task as registered, "
             "with random actions"
         )
-    if getattr(args, "distributed", False) and args.ml_framework == "jax":
-        parser.error(jax_message(workflow))
-    if workflow == "runtime" and (args.warmup_steps < 0 or args.num_steps < 1):
+    if args.warmup_steps < 0 or args.num_steps < 1:
         parser.error(f"--warmup_steps must be >= 0 and --num_steps >= 1 (got {args.warmup_steps}, {args.num_steps})")
-    if workflow == "training":
-        if args.warmup_iterations < 0:
-            parser.error(f"--warmup_iterations must be >= 0 (got {args.warmup_iterations})")
-        if not 0 < args.ema_alpha <= 1:
-            parser.error(f"--ema_alpha must be in (0, 1] (got {args.ema_alpha})")
-        if args.max_iterations is not None and args.warmup_iterations >= args.max_iterations:
-            parser.error(
-                f"--warmup_iterations {args.warmup_iterations} leaves none of the {args.max_iterations} iterations "
-                "to measure; lower it or raise --max_iterations"
-            )
-    if args.output_path is not None and Path(args.output_path).is_dir():
-        parser.error(f"--output_path {args.output_path} is a directory; name the bundle file")
-    if workflow == "training":
-        _check_peer_args(parser, args, multigpu)
+
+
+def check_training(parser: argparse.ArgumentParser, args: argparse.Namespace, multigpu: bool) -> None:
+    if args.warmup_iterations < 0:
+        parser.error(f"--warmup_iterations must be >= 0 (got {args.warmup_iterations})")
+    if not 0 < args.ema_alpha <= 1:
+        parser.error(f"--ema_alpha must be in (0, 1] (got {args.ema_alpha})")
+    if args.max_iterations is not None and args.warmup_iterations >= args.max_iterations:
+        parser.error(
+            f"--warmup_iterations {args.warmup_iterations} leaves none of the {args.max_iterations} iterations "
+            "to measure; lower it or raise --max_iterations"
+        )
+    _check_peer_args(parser, args, multigpu)
 
 
 def _check_peer_args(parser: argparse.ArgumentParser, args: argparse.Namespace, multigpu: bool) -> None:
@@ -145,6 +114,11 @@ def _check_peer_args(parser: argparse.ArgumentParser, args: argparse.Namespace, 
         parser.error(
             f"--peer runs its process on cuda:0, not {args.device}; choose the GPU with CUDA_VISIBLE_DEVICES instead"
         )
+
+
+def given(argv: list[str], flag: str) -> bool:
+    """Whether ``flag`` is on the command line, as ``--flag`` or ``--flag=value``."""
+    return any(arg == flag or arg.startswith(f"{flag}=") for arg in argv)
 
 
 def jax_message(workflow: str) -> str:

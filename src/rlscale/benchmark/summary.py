@@ -1,7 +1,11 @@
-"""The console report rank 0 prints after a benchmark: the headline figure, its dispersion and what it covers."""
+"""The console report rank 0 prints after a benchmark: the headline figure, its dispersion and what it covers.
+
+One body per workflow (its record's ``summarise``) under a common header.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -18,8 +22,14 @@ def _number(value: float | None, unit: str = "") -> str:
     return "-" if value is None else f"{value:.3f}{unit}"
 
 
-def _training(bundle: dict, ranks: int) -> list[str]:
+def _others(bundle: dict) -> str:
+    ranks = bundle["extra"]["world_size"]
+    return f"while {ranks - 1} other rank(s) ran the same workload" if ranks > 1 else "in a single process"
+
+
+def training_lines(bundle: dict) -> list[str]:
     runtime, learning = bundle["runtime"], bundle["learning"]
+    ranks = bundle["extra"]["world_size"]
     lines = [
         f"  total throughput {_spread(runtime['total_fps'], 'env-steps/s')}",
         f"  collection       {_spread(runtime['collection_fps'], 'env-steps/s')}",
@@ -53,7 +63,7 @@ def _training(bundle: dict, ranks: int) -> list[str]:
     return lines
 
 
-def _runtime(bundle: dict, others: str) -> list[str]:
+def runtime_lines(bundle: dict) -> list[str]:
     runtime = bundle["runtime"]
     timing = runtime["environment_step_timing"]
     mode = timing["measurement_mode"]
@@ -62,22 +72,23 @@ def _runtime(bundle: dict, others: str) -> list[str]:
         f"  env-step throughput {_spread(timing['environment_step_fps'], 'env-steps/s')}",
         f"  {timing['environment_step_calls']} timed steps after {runtime['warmup_iterations']} warm-up, "
         f"mode {mode}{caveat}",
-        f"  scope: rank 0's own {bundle['extra']['num_envs_per_rank']} envs, measured {others}; not a global rate",
+        f"  scope: rank 0's own {bundle['extra']['num_envs_per_rank']} envs, measured {_others(bundle)}; not a "
+        "global rate",
     ]
 
 
-def _startup(bundle: dict, others: str) -> list[str]:
+def startup_lines(bundle: dict) -> list[str]:
     runtime = bundle["runtime"]
     phases = ", ".join(f"{phase} {_number(value, 's')}" for phase, value in runtime["startup_time_s"].items())
     return [
         f"  {phases}",
         f"  total {_number(runtime['total_wall_time_s'], 's')}",
-        f"  scope: rank 0's cold start, measured {others}; not an aggregate over ranks",
+        f"  scope: rank 0's cold start, measured {_others(bundle)}; not an aggregate over ranks",
     ]
 
 
-def summary_lines(bundle: dict, path: Path) -> list[str]:
-    """A few lines for a person; the bundle holds everything else."""
+def summary_lines(bundle: dict, path: Path, body: Callable[[dict], list[str]]) -> list[str]:
+    """A few lines for a person, ``body`` the workflow's own; the bundle holds everything else."""
     run, extra = bundle["run"], bundle["extra"]
     ranks = extra["world_size"]
     name = f"{run['workflow']}{'_multigpu' if run['multigpu'] else ''}"
@@ -85,12 +96,6 @@ def summary_lines(bundle: dict, path: Path) -> list[str]:
         f"[rlscale] benchmark {name}: {run['task']}, {run['framework'] or 'no library'}, {run['device']}, "
         f"{ranks} rank(s) x {extra['num_envs_per_rank']} envs, status {run['status']}"
     ]
-    others = f"while {ranks - 1} other rank(s) ran the same workload" if ranks > 1 else "in a single process"
-    if run["workflow"] == "training":
-        lines += _training(bundle, ranks)
-    elif run["workflow"] == "runtime":
-        lines += _runtime(bundle, others)
-    else:
-        lines += _startup(bundle, others)
+    lines += body(bundle)
     lines.append(f"  bundle: {path}")
     return lines

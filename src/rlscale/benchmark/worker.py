@@ -1,23 +1,35 @@
 """Per-rank entry point of ``rlscale benchmark <workflow>_multigpu``: torchrun runs this file once per rank.
 
-The launcher passes ``--workflow <name>`` first. The python_imports phase is timed here before anything else imports
-torch, so the module's own imports are stdlib and torch-free rlscale modules only.
+The launcher passes ``--workflow <name>`` first and leaves the ranks' resolved spec in ``$RLSCALE_RUN_SPEC``. The
+python_imports phase is timed here before anything else imports torch, so the module's own imports are stdlib and
+torch-free rlscale modules only.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import sys
 import time
 from pathlib import Path
+from typing import Protocol
 
-from rlscale.launch.command import forwarded_value
-from rlscale.rl import ADAPTERS
+from rlscale.benchmark.arguments import parse_in_process, resolve_in_process
+from rlscale.benchmark.records import WORKFLOWS, Workflow
+from rlscale.rl import ADAPTERS, load_adapter
+from rlscale.run.spec import RunSpec, spec_from_environment
 
 
-def time_python_imports(argv: list[str], workflow: str) -> float:
-    """Import torch, the task modules and the library adapter (not for runtime, which uses none); return seconds.
+class RunSettings(Protocol):
+    """What the import timing reads: a :class:`RunSpec`, or the parsed arguments before it is resolved."""
+
+    task: str
+    device: str | None
+    ml_framework: str
+    rl_library: str
+
+
+def time_python_imports(workflow: Workflow, settings: RunSettings) -> float:
+    """Import torch, the task modules and the library adapter (for a workflow that uses one); return seconds.
 
     A task that asks for it gets its rank's GPU isolated between the two, before a library import can start CUDA,
     since CUDA reads ``CUDA_VISIBLE_DEVICES`` only once (isolated after rl_games' import, both ranks of an H200 pair
@@ -26,36 +38,49 @@ def time_python_imports(argv: list[str], workflow: str) -> float:
     started = time.perf_counter()
     import torch  # noqa: F401
 
+    from rlscale.run.rank import isolate_gpu_if_task_asks
     from rlscale.tasks import UnknownTaskError, get_spec
-    from rlscale.train import isolate_gpu_if_task_asks
 
-    task = forwarded_value(argv, "--task")
-    if task is not None:
-        with contextlib.suppress(UnknownTaskError, ValueError):  # the parser refuses them later, in one line
-            isolate_gpu_if_task_asks(
-                task, forwarded_value(argv, "--device"), forwarded_value(argv, "--ml_framework") or "torch"
-            )
-            _ = get_spec(task).task_class  # the registry imports a task's module only when asked for its class
-    library = forwarded_value(argv, "--rl_library") or "rsl_rl"
-    if workflow != "runtime" and library in ADAPTERS:  # an unknown name is refused later, by the parser
-        importlib.import_module(ADAPTERS[library])
+    with contextlib.suppress(UnknownTaskError, ValueError):  # the parser refuses them later, in one line
+        isolate_gpu_if_task_asks(settings.task, settings.device, settings.ml_framework)
+        _ = get_spec(settings.task).task_class  # the registry imports a task's module only when asked for its class
+    if workflow.uses_library and settings.rl_library in ADAPTERS:  # an unknown name is refused later, by the parser
+        load_adapter(settings.rl_library)
     return time.perf_counter() - started
 
 
-def split_workflow(argv: list[str]) -> tuple[str, list[str]]:
-    """``(workflow, remaining argv)`` from the launcher's ``--workflow NAME ...``."""
-    if len(argv) < 2 or argv[0] != "--workflow":
+def prepare_in_process(workflow: Workflow, argv: list[str], multigpu: bool) -> tuple[RunSpec, float, float]:
+    """Check ``argv``, time the imports, then resolve the spec: a benchmark started without a launcher's spec.
+
+    Returns:
+        The spec, the seconds the imports took, and when they ended (``time.perf_counter``): the task_config phase,
+        resolving the spec included, starts there.
+    """
+    parser, args = parse_in_process(workflow, argv, multigpu)
+    python_imports_s = time_python_imports(workflow, args)
+    config_started = time.perf_counter()
+    return resolve_in_process(workflow, parser, args), python_imports_s, config_started
+
+
+def split_workflow(argv: list[str]) -> tuple[Workflow, list[str]]:
+    """The workflow of the launcher's ``--workflow NAME ...``, and the remaining argv."""
+    if len(argv) < 2 or argv[0] != "--workflow" or argv[1] not in WORKFLOWS:
         raise SystemExit(f"rlscale benchmark worker: expected --workflow NAME first, got {argv[:2]}")
-    return argv[1], argv[2:]
+    return WORKFLOWS[argv[1]], argv[2:]
 
 
 def main() -> int:
     workflow, argv = split_workflow(sys.argv[1:])
-    python_imports_s = time_python_imports(argv, workflow)
+    spec = spec_from_environment()
+    if spec is None:  # a torchrun line run by hand
+        spec, python_imports_s, config_started = prepare_in_process(workflow, argv, multigpu=True)
+    else:
+        python_imports_s = time_python_imports(workflow, spec)
+        config_started = time.perf_counter()
     from rlscale.benchmark.session import run_benchmark
     from rlscale.launch.worker import run_rank
 
-    return run_rank(lambda rank_argv: run_benchmark(workflow, rank_argv, python_imports_s, multigpu=True), argv)
+    return run_rank(lambda _: run_benchmark(workflow, spec, python_imports_s, config_started, multigpu=True), argv)
 
 
 if __name__ == "__main__":

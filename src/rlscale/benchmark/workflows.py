@@ -3,21 +3,27 @@ what it measured before it stopped.
 
 * startup: one training iteration of the chosen library, with each cold phase timed.
 * runtime: ``env.step`` under random actions, no library and no policy.
-* training: ``rlscale train``'s own run (:func:`rlscale.train.execute`), timed from :class:`TrackedTask`'s records;
-  with ``--peer``, the peer baseline's figures beside them (:mod:`.comparison`).
+* training: ``rlscale train``'s own run (:func:`rlscale.run.phases.execute`), timed from :class:`TrackedTask`'s
+  records; with ``--peer``, the peer baseline's figures beside them (:mod:`.comparison`).
+
+Each takes the run's :class:`~rlscale.run.spec.RunSpec`; a workflow's own options are in its ``options``.
 """
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from rlscale.benchmark.comparison import peer_section
 from rlscale.benchmark.stats import ema, finite_or_none, mean_std, rate_stats
-from rlscale.dist import RankInfo, collective_timeout, rank_device
+from rlscale.dist import RankInfo
 from rlscale.heartbeat import beat
-from rlscale.train import default_cpu_threads, execute
+from rlscale.run.phases import execute
+from rlscale.run.rank import join_process_group, place_rank
+from rlscale.run.spec import RunSpec
 
 PHASES = ("python_imports", "task_config", "env_creation", "task_compile", "first_step", "first_iteration")
 """Startup phases in order. ``task_compile`` is a JIT task's compilation (MJX), taken out of ``env_creation``; it
@@ -83,7 +89,7 @@ def _random_actions(task, generator):
     return torch.rand(shape, generator=generator, device=task.device) * 2.0 - 1.0
 
 
-def run_startup(measurement: Measurement, args: argparse.Namespace, agent_cfg: dict, rank: RankInfo) -> None:
+def run_startup(measurement: Measurement, spec: RunSpec, rank: RankInfo) -> None:
     """Time the cold start of one training iteration: task, reset, one random step, then the library's iteration.
 
     ``first_iteration`` runs from calling the library to the end of its first update, so it holds the library's
@@ -91,7 +97,6 @@ def run_startup(measurement: Measurement, args: argparse.Namespace, agent_cfg: d
     """
     import torch
 
-    args.max_iterations = 1
     reset_s = 0.0
 
     def first_step(task) -> None:
@@ -106,7 +111,7 @@ def run_startup(measurement: Measurement, args: argparse.Namespace, agent_cfg: d
         _synchronize(str(task.device))  # a cold step's kernels are part of the phase, not of the next one
         measurement.startup["first_step"] = time.perf_counter() - started
 
-    outcome = execute(args, agent_cfg, on_task_created=first_step)
+    outcome = execute(dataclasses.replace(spec, max_iterations=1), on_task_created=first_step)
     measurement.status = outcome.status
     phases = measurement.startup
     creation_s = None if outcome.task_creation_s is None else outcome.task_creation_s + reset_s
@@ -118,7 +123,7 @@ def run_startup(measurement: Measurement, args: argparse.Namespace, agent_cfg: d
     runtime["total_wall_time_s"] = total_startup(phases)
 
 
-def run_runtime(measurement: Measurement, args: argparse.Namespace, agent_cfg: dict, rank: RankInfo) -> None:
+def run_runtime(measurement: Measurement, spec: RunSpec, rank: RankInfo) -> None:
     """Step the task under random actions; the actions are drawn before each step's timer starts.
 
     ``host_return`` times ``env.step`` until it returns on the host: on CUDA the kernels it queued may still run.
@@ -130,17 +135,14 @@ def run_runtime(measurement: Measurement, args: argparse.Namespace, agent_cfg: d
 
     from rlscale.tasks.graph import build_task
 
-    device = rank_device(args.device, rank, torch.cuda.device_count() if args.device != "cpu" else 0)
-    torch.set_num_threads(args.cpu_threads or default_cpu_threads(device, rank.local_world_size))  # as rlscale train
-    if device.startswith("cuda"):
-        torch.cuda.set_device(torch.device(device))
-    mode = "serialized_synchronized" if args.measure_sync_step else "host_return"
+    _, device = place_rank(spec.device, spec.cpu_threads)  # as rlscale train
+    warmup_steps, num_steps = spec.options["warmup_steps"], spec.options["num_steps"]
+    mode = "serialized_synchronized" if spec.options["measure_sync_step"] else "host_return"
     timing = {"environment_step_time_s": None, "environment_step_fps": None, "environment_step_calls": 0}
     measurement.runtime["environment_step_timing"] = timing | {"measurement_mode": mode}
-    measurement.runtime["warmup_iterations"] = args.warmup_steps
+    measurement.runtime["warmup_iterations"] = warmup_steps
     if rank.distributed:  # only to start the ranks' stepping together, so that rank 0 meets its contention
-        backend = "gloo" if device == "cpu" else "nccl"
-        dist.init_process_group(backend, rank=rank.rank, world_size=rank.world_size, timeout=collective_timeout())
+        join_process_group(rank, device)
 
     def barrier() -> None:
         if rank.distributed:
@@ -148,8 +150,8 @@ def run_runtime(measurement: Measurement, args: argparse.Namespace, agent_cfg: d
 
     started = time.perf_counter()
     task = build_task(  # stepped as rlscale train steps it
-        args.task,
-        cuda_graph=not args.no_cuda_graph,
+        spec.task,
+        cuda_graph=not spec.no_cuda_graph,
         device=device,
         seed=measurement.seed + rank.rank,
         num_envs=measurement.num_envs_per_rank,
@@ -163,7 +165,7 @@ def run_runtime(measurement: Measurement, args: argparse.Namespace, agent_cfg: d
     barrier()
     loop_started = time.perf_counter()
     try:
-        for call in range(args.warmup_steps + args.num_steps):
+        for call in range(warmup_steps + num_steps):
             beat("collect", call, every_s=1.0)  # the hang watchdog's progress, at most one write a second, untimed
             actions = _random_actions(task, generator)
             if sync:
@@ -175,7 +177,7 @@ def run_runtime(measurement: Measurement, args: argparse.Namespace, agent_cfg: d
             elapsed = time.perf_counter() - started
             if call == 0:
                 measurement.startup["first_step"] = elapsed
-            if call >= args.warmup_steps:
+            if call >= warmup_steps:
                 durations.append(elapsed)
     finally:  # an interrupted run still reports the steps it timed
         measurement.runtime["total_wall_time_s"] = time.perf_counter() - loop_started
@@ -229,13 +231,27 @@ def learning_curves(records, alpha: float, env_steps_per_iter: int) -> dict:
     }
 
 
-def run_training(measurement: Measurement, args: argparse.Namespace, agent_cfg: dict, rank: RankInfo) -> None:
+def plan_training(measurement: Measurement, spec: RunSpec, refuse: Callable[[str], NoReturn]) -> None:
+    """Resolve the iterations to run (the agent config's by default) and ``refuse`` a warm-up that leaves none."""
+    from rlscale.rl import load_adapter
+
+    adapter = load_adapter(spec.rl_library)
+    measurement.max_iterations = spec.max_iterations or adapter.default_iterations(spec.agent_cfg)
+    warmup = spec.options["warmup_iterations"]
+    if warmup >= measurement.max_iterations:
+        refuse(
+            f"--warmup_iterations {warmup} leaves none of the {measurement.max_iterations} iterations to measure; "
+            "lower it or raise --max_iterations"
+        )
+
+
+def run_training(measurement: Measurement, spec: RunSpec, rank: RankInfo) -> None:
     """End-to-end PPO through ``rlscale train``'s run; figures cover every rank (see :func:`training_figures`)."""
     tracked = []
-    warmup = args.warmup_iterations
+    warmup, ema_alpha = spec.options["warmup_iterations"], spec.options["ema_alpha"]
     runtime = measurement.runtime
     runtime["warmup_iterations"] = warmup
-    measurement.learning = learning_curves([], args.ema_alpha, 1)
+    measurement.learning = learning_curves([], ema_alpha, 1)
 
     def summarise() -> None:  # also after a crash, from the iterations that finished
         records = tracked[0].records if tracked else []
@@ -250,16 +266,13 @@ def run_training(measurement: Measurement, args: argparse.Namespace, agent_cfg: 
         steps = tracked[0].steps_per_iteration * tracked[0].num_envs * rank.world_size
         runtime.update(training_figures(records, steps, warmup), steps_per_iteration=steps)
         runtime["iterations_completed"] = len(records)
-        measurement.learning = learning_curves(records, args.ema_alpha, steps)
+        measurement.learning = learning_curves(records, ema_alpha, steps)
 
     try:
-        outcome = execute(args, agent_cfg, on_tracking=tracked.append)
+        outcome = execute(spec, on_tracking=tracked.append)
     finally:
         summarise()
     measurement.status = outcome.status
     record_task_creation(measurement.startup, outcome.task_creation_s, outcome.task_compile_s)
     measurement.startup["first_iteration"] = outcome.first_iteration_s
     runtime["total_wall_time_s"] = outcome.train_s
-
-
-WORKFLOWS = {"startup": run_startup, "runtime": run_runtime, "training": run_training}

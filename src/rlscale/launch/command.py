@@ -9,17 +9,16 @@ imports torch, so ``--dry_run`` stays fast; :mod:`rlscale.launch.supervise` runs
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from argparse import Namespace
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from rlscale.argparsing import OneLineParser
-from rlscale.launch.gpus import NVML_LIBRARY, GpuCounter, nvidia_hardware_present, nvml_device_count, visible_gpu_count
-
-GpuEvidence = Callable[[], str | None]
+from rlscale.launch.gpus import GpuCounter, nvidia_hardware_present, nvml_device_count
+from rlscale.launch.ranks import GpuEvidence, resolve_ranks
+from rlscale.rl import ADAPTERS
 
 TORCHRUN_ARGS = (
     *("nnodes", "node_rank", "master_addr", "master_port", "rdzv_backend", "rdzv_endpoint", "rdzv_id"),
@@ -32,12 +31,6 @@ SKRL_JAX_ARGS = ("nnodes", "node_rank", "coordinator_address")
 
 TORCHRUN_ONLY_ARGS = tuple(name for name in TORCHRUN_ARGS if name not in SKRL_JAX_ARGS)
 """Options skrl's JAX launcher has no equivalent for, refused with it (``--log_all_ranks`` is only a no-op there)."""
-
-NPROC_KEYWORDS = ("gpu", "cpu", "auto")
-"""torchrun's keywords for ``--nproc_per_node``, accepted by ``--num_gpus``."""
-
-RL_LIBRARIES = ("rsl_rl", "rl_games", "skrl")
-"""Libraries with a distributed training path."""
 
 BENCHMARK_WORKFLOWS = ("startup", "runtime", "training")
 """Benchmark workflows that have a ``*_multigpu`` variant."""
@@ -82,7 +75,7 @@ TRAIN_MULTIGPU = LauncherCfg(
     prog="rlscale train_multigpu",
     description="Train one policy on several GPUs (one torchrun rank per GPU) or several CPU processes.",
     worker_script=WORKER_SCRIPT,
-    rl_libraries=RL_LIBRARIES,
+    rl_libraries=tuple(ADAPTERS),
 )
 """The ``rlscale train_multigpu`` (alias ``train-multigpu``) launcher."""
 
@@ -111,7 +104,7 @@ def benchmark_launcher_cfg(workflow: str, worker_script: str = WORKER_SCRIPT) ->
         description=f"Run the {base} benchmark with one rank per GPU.",
         worker_script=worker_script,
         worker_prefix_args=("--workflow", base),
-        rl_libraries=RL_LIBRARIES if base == "training" else (),
+        rl_libraries=tuple(ADAPTERS) if base == "training" else (),
         supports_jax=False,
     )
 
@@ -173,12 +166,6 @@ def forwarded_value(forwarded: Sequence[str], name: str) -> str | None:
         elif arg.startswith(f"{name}="):
             value = arg[len(name) + 1 :]
     return value
-
-
-def world_size(args: Namespace) -> int | None:
-    """Return ``nnodes × nproc_per_node`` of resolved arguments, or ``None`` for an elastic ``MIN:MAX`` range."""
-    nnodes = args.nnodes or "1"
-    return int(nnodes) * int(args.nproc_per_node) if nnodes.isdigit() else None
 
 
 def uses_skrl_jax(args: Namespace, forwarded: Sequence[str]) -> bool:
@@ -254,72 +241,29 @@ def _check_nccl_environment(environ: Mapping[str, str]) -> None:
         )
 
 
-def _available_cpus() -> int:
-    """CPUs this process may run on, as torchrun counts them for ``--nproc_per_node cpu``."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def resolve_ranks(
+def _resolve_ranks(
     args: Namespace,
     forwarded: Sequence[str],
     environ: Mapping[str, str],
     nvml_count: GpuCounter = nvml_device_count,
     gpu_evidence: GpuEvidence = nvidia_hardware_present,
 ) -> tuple[int | str, list[str]]:
-    """Return the ranks per node and the arguments forwarded to them.
-
-    ``--num_gpus`` is a count or a torchrun keyword (see its help); ``cpu``, and ``auto`` without a visible GPU, add
-    ``--device cpu`` to the ranks' arguments unless they give a ``--device``. The count is an ``int``, except for a
-    dry run with no GPU countable here (``CUDA_VISIBLE_DEVICES`` unset, NVML finds none): there it stays ``gpu``
-    for torchrun to count on the node that runs the job, since a login node preparing a job has no GPU.
-    """
-    raw = None if args.nproc_per_node is None else str(args.nproc_per_node)
-    keyword = raw if raw in NPROC_KEYWORDS else None
-    requested = None
-    if raw is not None and keyword is None:
-        fix = "or torchrun's gpu, cpu or auto; omit it to use every visible GPU (1 process with --device cpu)."
-        requested = _int_in("--num_gpus/--nproc_per_node", raw, 1, fix=fix)
-    jax = uses_skrl_jax(args, forwarded)  # skrl's JAX launcher takes a number, not torchrun's gpu
+    """Return the ranks per node (:func:`rlscale.launch.ranks.resolve_ranks`) and the arguments forwarded to them,
+    with ``--device cpu`` added for CPU ranks when they give no ``--device``."""
     device = forwarded_value(forwarded, "--device")
-    device_kind = None if device is None else device.partition(":")[0]
-    if keyword == "gpu" and device_kind == "cpu":
-        raise LaunchError(
-            "--num_gpus gpu counts GPUs, but --device cpu makes the ranks CPU processes; pass the number of processes "
-            "(e.g. --num_gpus 2) or --num_gpus cpu."
-        )
-    if keyword == "cpu" and device_kind not in (None, "cpu"):
-        raise LaunchError(f"--num_gpus cpu starts CPU processes, but --device {device} is forwarded; drop --device.")
-    cpu_forwarded = list(forwarded) if device_kind else [*forwarded, "--device", "cpu"]
-    if device_kind == "cpu" or keyword == "cpu":
-        return (requested or 1) if keyword is None else _available_cpus(), cpu_forwarded
-    cpu_fallback = keyword == "auto" and device_kind is None  # a forwarded GPU --device makes auto gpu
     try:
-        visible, source = visible_gpu_count(environ, nvml_count)
+        nproc, on_cpu = resolve_ranks(
+            args.nproc_per_node,
+            device,
+            jax=uses_skrl_jax(args, forwarded),
+            dry_run=args.dry_run,
+            environ=environ,
+            nvml_count=nvml_count,
+            gpu_evidence=gpu_evidence,
+        )
     except ValueError as exc:
         raise LaunchError(str(exc)) from None
-    uncountable = visible == 0 and "CUDA_VISIBLE_DEVICES" not in environ
-    if uncountable and args.dry_run and not cpu_fallback and (requested or not jax):
-        return requested or "gpu", list(forwarded)
-    if visible == 0:
-        # NVIDIA hardware that NVML did not count is named, so that a broken driver setup is not taken for no GPU.
-        evidence = None if "CUDA_VISIBLE_DEVICES" in environ else gpu_evidence()
-        if cpu_fallback and evidence is None:
-            return _available_cpus(), cpu_forwarded
-        if evidence is not None:
-            source += f", although {evidence}: is the NVIDIA driver's {NVML_LIBRARY} on the library path?"
-        if cpu_fallback:
-            raise LaunchError(f"--num_gpus auto finds no GPU ({source}); to run CPU processes, pass --num_gpus cpu.")
-        asked = f"--num_gpus={raw}" if raw else "the default --num_gpus (all visible GPUs)"
-        raise LaunchError(
-            f"{asked} needs a GPU but none is visible ({source}); pass --device cpu to run the ranks as CPU "
-            "processes (gloo), or expose GPUs via CUDA_VISIBLE_DEVICES."
-        )
-    if requested is not None and requested > visible:
-        raise LaunchError(
-            f"--num_gpus/--nproc_per_node={requested} exceeds the {visible} GPU(s) visible ({source}); lower "
-            "--num_gpus or expose more devices via CUDA_VISIBLE_DEVICES (e.g. CUDA_VISIBLE_DEVICES=0,1,2,3)."
-        )
-    return requested or visible, list(forwarded)
+    return nproc, [*forwarded, "--device", "cpu"] if on_cpu and device is None else list(forwarded)
 
 
 def validate_launch(
@@ -332,7 +276,7 @@ def validate_launch(
 ) -> list[str]:
     """Raise :class:`LaunchError` on the first argument that cannot work; else resolve ``args.nproc_per_node``.
 
-    Returns the arguments forwarded to the ranks (:func:`resolve_ranks` may add ``--device cpu``).
+    Returns the arguments forwarded to the ranks (:func:`_resolve_ranks` may add ``--device cpu``).
     """
     jax = uses_skrl_jax(args, forwarded)
     if jax and not cfg.supports_jax:
@@ -353,7 +297,7 @@ def validate_launch(
     _check_nccl_environment(environ)
     args.hang_timeout = _seconds("--hang_timeout", args.hang_timeout)
     # Last: it may query NVML.
-    args.nproc_per_node, forwarded = resolve_ranks(args, forwarded, environ, nvml_count, gpu_evidence)
+    args.nproc_per_node, forwarded = _resolve_ranks(args, forwarded, environ, nvml_count, gpu_evidence)
     return forwarded
 
 
@@ -381,7 +325,8 @@ def parse_launcher_args(
         gpu_evidence: Evidence of NVIDIA hardware, named in the error when NVML counts no GPU.
 
     Returns:
-        The options, with ``nproc_per_node`` resolved (see :func:`resolve_ranks`), and the forwarded arguments.
+        The options, with ``nproc_per_node`` resolved (see :func:`rlscale.launch.ranks.resolve_ranks`), and the
+        forwarded arguments.
         A user error prints one line on stderr and raises ``SystemExit(2)`` via ``parser.error``.
     """
     argv = list(argv)
@@ -425,7 +370,7 @@ def build_launch_command(
     """
     nproc = args.nproc_per_node
     if not isinstance(nproc, int) and nproc != "gpu":  # torchrun counts the GPUs itself for gpu
-        nproc, forwarded = resolve_ranks(args, forwarded, environ)
+        nproc, forwarded = _resolve_ranks(args, forwarded, environ)
     jax = uses_skrl_jax(args, forwarded)
     module = "skrl.utils.distributed.jax" if jax else "torch.distributed.run"
     command = [python_executable or sys.executable, "-m", module, "--nproc_per_node", str(nproc)]

@@ -11,7 +11,8 @@ import sys
 import time
 
 from rlscale.argparsing import OneLineParser
-from rlscale.dist import collective_timeout, rank_info
+from rlscale.dist import rank_info
+from rlscale.run.rank import join_process_group
 
 NUM_ELEMENTS = 256 * 1024
 """float32 elements all-reduced: 1 MiB, the size Isaac Lab's probe and the seed's measurements use."""
@@ -38,8 +39,8 @@ def probe(argv: list[str]) -> int:
     device = torch.device("cpu") if on_cpu else torch.device("cuda", rank.local_rank % torch.cuda.device_count())
     if not on_cpu:
         torch.cuda.set_device(device)
-    backend = "gloo" if on_cpu else "nccl"
-    dist.init_process_group(backend, rank=rank.rank, world_size=rank.world_size, timeout=collective_timeout())
+    join_process_group(rank, str(device))
+    backend = dist.get_backend()
     tensor = torch.full((NUM_ELEMENTS,), float(rank.rank + 1), device=device)
     dist.all_reduce(tensor)  # warm-up: the first collective also builds the communicator
     tensor.fill_(float(rank.rank + 1))

@@ -14,8 +14,10 @@ import sys
 import tempfile
 from argparse import Namespace
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlscale.dist import HANG_TIMEOUT_ENV, HEARTBEAT_DIR_ENV, RUN_TIMESTAMP_ENV, STATUS_DIR_ENV, SUPERVISOR_PID_ENV
 from rlscale.launch.command import (
@@ -27,6 +29,10 @@ from rlscale.launch.command import (
     uses_skrl_jax,
 )
 from rlscale.launch.hang_watch import HangWatch
+from rlscale.run.spec import RUN_SPEC_ENV, JobShape, write_spec
+
+if TYPE_CHECKING:
+    from rlscale.run.spec import RunSpec
 
 
 def job_environment(
@@ -37,10 +43,13 @@ def job_environment(
     *,
     heartbeat_dir: str | None = None,
     hang_timeout: float = 0.0,
+    run_spec: Path | None = None,
 ) -> dict:
     """The ranks' environment: the caller's, plus what lets the ranks agree on a run directory, report back, beat for
-    the hang watchdog, size their collective timeout and notice this launcher's death."""
+    the hang watchdog, size their collective timeout, notice this launcher's death and find their resolved spec."""
     env = dict(environ)
+    if run_spec is not None:
+        env[RUN_SPEC_ENV] = str(run_spec)
     env.setdefault(RUN_TIMESTAMP_ENV, datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S"))
     env[STATUS_DIR_ENV] = status_dir
     env[SUPERVISOR_PID_ENV] = str(os.getpid())
@@ -84,8 +93,41 @@ def failed_ranks(status_dir: Path, nproc_per_node: int) -> list[str]:
     return failed
 
 
-RankCheck = Callable[[Namespace, list[str]], None]
-"""Validates the arguments forwarded to the ranks (given the launcher's options); exits 2 on the first bad one."""
+RankCheck = Callable[[Namespace, list[str]], "RunSpec | None"]
+"""Validates the arguments forwarded to the ranks (given the launcher's options), exiting 2 on the first bad one, and
+returns the ranks' resolved spec (None for ranks that take none)."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A resolved launch: the launcher's options, the ranks' arguments and spec, and the command that starts them."""
+
+    args: Namespace
+    forwarded: list[str]
+    command: list[str]
+    spec: RunSpec | None
+
+
+def job_shape(args: Namespace) -> JobShape:
+    """The ranks the launcher's options start; unknown (None) while torchrun is left to count (``--num_gpus gpu``
+    in a dry run, an elastic ``--nnodes MIN:MAX``)."""
+    nnodes = args.nnodes or "1"
+    nodes = int(nnodes) if nnodes.isdigit() else None
+    per_node = args.nproc_per_node if isinstance(args.nproc_per_node, int) else None
+    return JobShape(nodes * per_node if nodes and per_node else None, nodes)
+
+
+def resolve_launch(
+    argv: Sequence[str], cfg: LauncherCfg, environ: Mapping[str, str], check_ranks: RankCheck | None = None
+) -> Launch:
+    """Parse the launcher's options, check and resolve the ranks' (``check_ranks``) and build the command.
+
+    ``check_ranks`` runs here, so that a bad argument is one line and exit code 2 before any process starts, not the
+    same error from every rank under torchrun's failure report.
+    """
+    args, forwarded = parse_launcher_args(argv, cfg, environ)
+    spec = check_ranks(args, forwarded) if check_ranks is not None else None
+    return Launch(args, forwarded, build_launch_command(args, forwarded, cfg, environ), spec)
 
 
 def run_launcher(
@@ -95,25 +137,28 @@ def run_launcher(
     *,
     check_ranks: RankCheck | None = None,
 ) -> int:
-    """Resolve a launch; print it for ``--dry_run``, else run it supervised and check every local rank's status.
-
-    skrl's JAX launcher exits 0 even when a rank crashed, so a zero exit code alone proves nothing.
+    """Resolve a launch (:func:`resolve_launch`) and start it (:func:`start_launch`).
 
     Args:
         argv: Launcher command line without the program/subcommand name.
         cfg: Launcher configuration.
         environ: Environment of the launch; default ``os.environ``.
-        check_ranks: Checks the ranks' arguments here, so that a bad one is one line and exit code 2 before any
-            process starts, not the same error from every rank under torchrun's failure report.
+        check_ranks: Checks and resolves the ranks' arguments.
+    """
+    environ = os.environ if environ is None else environ
+    return start_launch(resolve_launch(argv, cfg, environ, check_ranks), environ)
+
+
+def start_launch(launch: Launch, environ: Mapping[str, str] | None = None) -> int:
+    """Print the command for ``--dry_run``; else run it supervised and check every local rank's exit status.
+
+    skrl's JAX launcher exits 0 even when a rank crashed, so a zero exit code alone proves nothing.
 
     Returns:
         0 for ``--dry_run``; else the launcher's exit code, or 1 if it was 0 but a local rank failed.
     """
     environ = os.environ if environ is None else environ
-    args, forwarded = parse_launcher_args(argv, cfg, environ)
-    if check_ranks is not None:
-        check_ranks(args, forwarded)
-    command = build_launch_command(args, forwarded, cfg, environ)
+    args, command = launch.args, launch.command
     if args.dry_run:
         print(shlex.join(command), flush=True)
         return 0
@@ -121,7 +166,7 @@ def run_launcher(
     from rlscale.launch.supervise import run_supervised
 
     with tempfile.TemporaryDirectory(prefix="rlscale-status-") as status_dir:
-        skrl_jax = uses_skrl_jax(args, forwarded)
+        skrl_jax = uses_skrl_jax(args, launch.forwarded)
         heartbeat_dir = Path(status_dir, "heartbeat")
         heartbeat_dir.mkdir()
         # torchrun ends the job itself when a rank fails, and names it; skrl's JAX launcher waits on the others.
@@ -136,6 +181,7 @@ def run_launcher(
             status_dir,
             heartbeat_dir=str(heartbeat_dir),
             hang_timeout=args.hang_timeout,
+            run_spec=None if launch.spec is None else write_spec(launch.spec, Path(status_dir)),
         )
         code = run_supervised(command, env=env, abort_check=_first_reason(checks))
         failures = failed_ranks(Path(status_dir), args.nproc_per_node)
@@ -152,15 +198,16 @@ def _first_reason(checks: list[Callable[[], str | None]]) -> Callable[[], str | 
     return lambda: next((reason for check in checks if (reason := check())), None)
 
 
-def check_train_ranks(args: Namespace, forwarded: list[str]) -> None:
-    """Check the ranks' ``rlscale train`` arguments as each rank will: all of them before a launch (torch is imported
+def check_train_ranks(args: Namespace, forwarded: list[str]) -> RunSpec:
+    """Resolve the ranks' spec from their ``rlscale train`` arguments: every check before a launch (torch is imported
     for the task, device, checkpoint and ``--agent`` keys); with ``--dry_run`` only those that need no torch."""
-    from rlscale.train import build_parser, parse_args
+    from rlscale.run.args import build_parser
+    from rlscale.run.spec import resolve_spec
 
     rank_argv = ["--rl_library", args.rl_library, *(arg for arg in forwarded if arg != "--distributed")]
     parser = build_parser(TRAIN_MULTIGPU.prog)
     parser.help_command = "rlscale train"  # the ranks' options are rlscale train's
-    parse_args(rank_argv, parser, torch_free=args.dry_run)
+    return resolve_spec(rank_argv, parser, torch_free=args.dry_run, job=job_shape(args))
 
 
 def check_probe_ranks(args: Namespace, forwarded: list[str]) -> None:

@@ -49,6 +49,6 @@ def run_rank(main: Callable[[list[str]], int], argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    from rlscale.train import main as train_main
+    from rlscale.run.train import main as train_main
 
     sys.exit(run_rank(train_main, sys.argv[1:]))

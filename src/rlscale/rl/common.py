@@ -69,6 +69,10 @@ class TrainContext:
     ml_framework: str = "torch"
     checkpoint_interval: int | None = None
     """Iterations between the library's periodic checkpoints; None keeps the agent config's."""
+    lr_scaling: str = "none"
+    """How the agent's learning rate scales with world size: ``none``, ``linear`` or ``sqrt``."""
+    normalizer_sync: bool = False
+    """Average observation-normalizer statistics across ranks where the library allows."""
     policy_probe: PolicyProbe = field(default_factory=PolicyProbe)
     on_resumed: Callable[[Any], None] | None = None
     """Called with the library's trainer (rsl_rl's runner, rl_games' or skrl's agent) once it has loaded ``resume``,

@@ -13,6 +13,8 @@ import os
 import torch
 import torch.distributed as dist
 
+from rlscale.dist import process_group_backend
+
 _installed = False
 _timeout_installed = False
 
@@ -50,7 +52,7 @@ def use_gloo_for_cpu_ranks(device: str) -> None:
     original_init = dist.init_process_group
 
     def init_process_group(backend=None, *args, **kwargs):
-        return original_init("gloo" if backend in (None, "nccl") else backend, *args, **kwargs)
+        return original_init(process_group_backend(device) if backend in (None, "nccl") else backend, *args, **kwargs)
 
     dist.init_process_group = init_process_group
     torch.cuda.set_device = lambda *args, **kwargs: None
@@ -89,4 +91,5 @@ def configure_rsl_rl_runner(runner) -> None:
         "world_size": runner.gpu_world_size,
     }
     if not dist.is_initialized():
-        dist.init_process_group("gloo", rank=runner.gpu_global_rank, world_size=runner.gpu_world_size)
+        backend = process_group_backend(runner.device)
+        dist.init_process_group(backend, rank=runner.gpu_global_rank, world_size=runner.gpu_world_size)

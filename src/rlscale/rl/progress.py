@@ -10,12 +10,15 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TextIO
 
 import torch
 
 from rlscale.tasks.base import Observations, VecTask
+
+METRIC_PREFIX = "Metrics/"
+"""Prefix of the task's ``extras["log"]`` keys that the records carry (task metrics, not reward terms)."""
 
 
 @dataclass
@@ -32,6 +35,15 @@ class IterationRecord:
     """Mean undiscounted return of the episodes that ended during the rollout (NaN if none did)."""
     mean_episode_length: float
     """Mean length in steps of those episodes (NaN if none did)."""
+    env_steps: int = 0
+    """Global env steps (every rank's) collected from the start of training to the end of this rollout."""
+    elapsed_s: float = 0.0
+    """Wall time from the start of training (the wrapper is made just before the library's training call, so the
+    library's setup and process-group start count) to the end of this iteration; a resumed run counts from its own
+    start."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """The task's ``Metrics/<name>`` log values (such as Rlscale-Ant's forward speed), each the mean over the
+    episodes that ended during the rollout (NaN until one ended)."""
 
 
 class TrackedTask(VecTask):
@@ -75,8 +87,10 @@ class TrackedTask(VecTask):
         self._iteration = start_iteration
         self._steps_in_rollout = 0
         self._rollout_start = self._last_step_end = 0.0
-        self._sums = torch.zeros(3, device=self.device)  # returns, lengths, episode count
-        self._last_means = (math.nan, math.nan)
+        self._metric_keys: list[str] | None = None  # the task's Metrics/ log keys, known from its first step
+        self._sums = torch.zeros(3, device=self.device)  # returns, lengths, episode count, then each metric
+        self._last_means: list[float] = []
+        self._started = time.perf_counter()  # made just before the library's training call
 
     episode_length_buf = property(
         lambda self: self.task.episode_length_buf,
@@ -103,9 +117,23 @@ class TrackedTask(VecTask):
             if self.on_iteration_start is not None:
                 self.on_iteration_start(self._iteration)
         observations, reward, terminated, truncated, extras = self.task.step(actions)
+        log = extras.get("log", {})
+        if self._metric_keys is None:
+            self._metric_keys = [key for key in log if key.startswith(METRIC_PREFIX)]
+            with torch.inference_mode(False):  # libraries roll out in inference mode; the sums outlive it
+                self._sums = torch.zeros(3 + len(self._metric_keys), device=self.device)
+            self._last_means = [math.nan] * (2 + len(self._metric_keys))
         done = (terminated | truncated).to(self._sums.dtype)
+        count = done.sum()
+        # A log value is the mean over the episodes that ended in this step, so weighting it by their count sums it
+        # over the rollout's episodes (steps where none ended repeat stale values, at weight zero).
         self._sums += torch.stack(
-            ((extras["episode_return"] * done).sum(), (extras["episode_length"] * done).sum(), done.sum())
+            (
+                (extras["episode_return"] * done).sum(),
+                (extras["episode_length"] * done).sum(),
+                count,
+                *(log[key] * count for key in self._metric_keys),
+            )
         )
         self._steps_in_rollout += 1
         self._last_step_end = time.perf_counter()
@@ -119,16 +147,19 @@ class TrackedTask(VecTask):
             self._finish_iteration(time.perf_counter())
 
     def _finish_iteration(self, now: float) -> None:
-        returns, lengths, count = self._sums.tolist()  # the one host sync per iteration
+        returns, lengths, count, *metrics = self._sums.tolist()  # the one host sync per iteration
         self._sums.zero_()
         if count:
-            self._last_means = (returns / count, lengths / count)
+            self._last_means = [returns / count, lengths / count, *(value / count for value in metrics)]
         record = IterationRecord(
             iteration=self._iteration,
             collection_s=self._last_step_end - self._rollout_start,
             iteration_s=now - self._rollout_start,
             mean_return=self._last_means[0],
             mean_episode_length=self._last_means[1],
+            env_steps=(self._iteration + 1) * self.steps_per_iteration * self.num_envs * self.world_size,
+            elapsed_s=now - self._started,
+            metrics=dict(zip(self._metric_keys, self._last_means[2:], strict=True)),
         )
         self.records.append(record)
         self._iteration += 1

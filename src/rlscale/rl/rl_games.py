@@ -10,6 +10,7 @@ from pathlib import Path
 import gymnasium
 import numpy as np
 import torch
+from rl_games.algos_torch.running_mean_std import RunningMeanStd
 from rl_games.common import env_configurations, vecenv
 from rl_games.common.algo_observer import AlgoObserver
 from rl_games.common.ivecenv import IVecEnv
@@ -24,10 +25,16 @@ from rlscale.rl.common import (
     on_checkpoint_loaded,
 )
 from rlscale.rl.dist_compat import CpuPinnedConfig
+from rlscale.rl.rank_scaling import RunningMomentsSync, learning_rate_factor, moments_syncs
 from rlscale.tasks.base import VecTask
 
 ENV_NAME = "rlscale"
 """Name under which the task is registered with rl_games (``config.env_name``)."""
+
+
+def scale_learning_rate(config: dict, factor: float) -> None:
+    """Multiply the learning rate of rl_games' ``params.config`` (its adaptive schedule starts from it)."""
+    config["learning_rate"] *= factor
 
 
 def rollout_length(agent_cfg: dict) -> int:
@@ -100,6 +107,8 @@ class _KeepAgent(AlgoObserver):
         self.agent = algo
         self.ctx.policy_probe.read = TorchPolicyParameters(algo.model)
         save, restore = algo.save, algo.restore
+        sync_normalizers = self.ctx.normalizer_sync and self.ctx.rank.distributed
+        syncs = _sync_normalizers_after_each_update(algo) if sync_normalizers else []
 
         def save_atomically(filename: str) -> None:  # rl_games appends ".pth" to the name it is given
             with atomic_path(f"{filename}.pth") as temporary:
@@ -110,9 +119,30 @@ class _KeepAgent(AlgoObserver):
             # rl_games restores the optimizer, whose param groups hold the adapted learning rate, but its schedulers
             # step from ``last_lr``, which stays at the config's rate: the first update would drop the adapted one.
             algo.last_lr = algo.optimizer.param_groups[0]["lr"]
+            for sync in syncs:  # every rank loaded the same statistics
+                sync.remember_shared_state()
             self.resumed_param_digest = on_checkpoint_loaded(self.ctx, algo)
 
         algo.save, algo.restore = save_atomically, restore_with_learning_rate
+
+
+def _sync_normalizers_after_each_update(algo) -> list[RunningMomentsSync]:
+    """Make ``algo.train_epoch`` (one rollout and its update) end by averaging the ranks' normalizer statistics.
+
+    rl_games 1.6.5 keeps its input and value ``RunningMeanStd`` per rank (a sync came after that release, PR #363);
+    this uses only public attributes: the modules of ``algo.model`` and their buffers.
+    """
+    syncs = moments_syncs(algo.model.modules(), RunningMeanStd, "running_mean", "running_var", "count")
+    train_epoch = algo.train_epoch
+
+    def train_epoch_then_sync():
+        result = train_epoch()
+        for sync in syncs:
+            sync()
+        return result
+
+    algo.train_epoch = train_epoch_then_sync
+    return syncs
 
 
 def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
@@ -138,6 +168,7 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
     )
     if ctx.checkpoint_interval is not None:
         config["save_frequency"] = ctx.checkpoint_interval
+    scale_learning_rate(config, learning_rate_factor(ctx.lr_scaling, ctx.rank.world_size))
     if str(ctx.device).startswith("cpu"):
         params["config"] = CpuPinnedConfig(config)
     params["seed"] = ctx.seed

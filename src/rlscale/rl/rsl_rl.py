@@ -19,10 +19,16 @@ from rlscale.rl.common import (
     on_checkpoint_loaded,
 )
 from rlscale.rl.dist_compat import configure_rsl_rl_runner
+from rlscale.rl.rank_scaling import learning_rate_factor
 from rlscale.tasks.base import VecTask
 
 RUN_SETTINGS = ("seed", "max_iterations", "experiment_name")
 """Keys of rlscale's rsl_rl YAML that are run settings, not part of rsl_rl's ``train_cfg``."""
+
+
+def scale_learning_rate(train_cfg: dict, factor: float) -> None:
+    """Multiply the learning rate rsl_rl starts from (its adaptive schedule moves it from there)."""
+    train_cfg["algorithm"]["learning_rate"] *= factor
 
 
 def rollout_length(agent_cfg: dict) -> int:
@@ -80,6 +86,10 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
     train_cfg = {key: value for key, value in agent_cfg.items() if key not in RUN_SETTINGS}
     if ctx.checkpoint_interval is not None:
         train_cfg["save_interval"] = ctx.checkpoint_interval
+    train_cfg["algorithm"] = dict(train_cfg["algorithm"])  # scaled below: leave the caller's config as it was
+    scale_learning_rate(train_cfg, learning_rate_factor(ctx.lr_scaling, ctx.rank.world_size))
+    # ctx.normalizer_sync needs nothing here: rsl_rl's EmpiricalNormalization all-reduces its statistics itself
+    # whenever torch.distributed is initialised, so they are synced with or without it.
     # rsl_rl seeds nothing, so add the rank here as rl_games and skrl do themselves; rank 0's weights are broadcast.
     torch.manual_seed(ctx.seed + ctx.rank.rank)
     log_dir = str(ctx.log_dir) if ctx.rank.is_main else None

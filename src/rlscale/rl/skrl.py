@@ -28,7 +28,14 @@ from rlscale.rl.common import (
     move_into_place,
     on_checkpoint_loaded,
 )
+from rlscale.rl.rank_scaling import learning_rate_factor, moments_syncs
 from rlscale.tasks.base import VecTask
+
+
+def scale_learning_rate(cfg: dict, factor: float) -> None:
+    """Multiply skrl's ``agent.learning_rate``: one rate, or a policy and a value rate."""
+    rate = cfg["agent"]["learning_rate"]
+    cfg["agent"]["learning_rate"] = [r * factor for r in rate] if isinstance(rate, list | tuple) else rate * factor
 
 
 def rollout_length(agent_cfg: dict) -> int:
@@ -202,6 +209,10 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
     cfg["trainer"].update(timesteps=ctx.max_iterations * rollouts, headless=True, disable_progressbar=True)
     cfg["trainer"]["close_environment_at_exit"] = False  # rlscale closes the task itself
     cfg["agent"]["experiment"].update(directory=str(ctx.log_dir.parent), experiment_name=ctx.log_dir.name)
+    scale_learning_rate(cfg, learning_rate_factor(ctx.lr_scaling, ctx.rank.world_size))
+    sync_normalizers = ctx.normalizer_sync and ctx.rank.distributed
+    if sync_normalizers and ctx.ml_framework == "jax":
+        raise ValueError("--sync_normalizer: rlscale syncs skrl's torch preprocessors only; use --ml_framework torch")
     if ctx.checkpoint_interval is not None:
         cfg["agent"]["experiment"]["checkpoint_interval"] = ctx.checkpoint_interval * rollouts
     if ctx.ml_framework == "jax":
@@ -231,6 +242,8 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
             # KL-adaptive learning rate; the JAX gaps are closed above, and the timestep count continues below.
             agent.load(str(ctx.resume))
             resumed = on_checkpoint_loaded(ctx, agent)
+        if sync_normalizers:
+            _sync_preprocessors_after_each_update(agent)  # after the load, whose statistics every rank shares
         _continue_timestep_count(agent, timesteps_before=start * rollouts)
         _write_checkpoints_atomically(agent)
         runner.run("train")
@@ -249,6 +262,23 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
 
 def _suffix(ml_framework: str) -> str:
     return ".pickle" if ml_framework == "jax" else ".pt"
+
+
+def _sync_preprocessors_after_each_update(agent) -> None:
+    """Make the agent's ``update`` (once per rollout) end by pooling the ranks' ``RunningStandardScaler`` statistics,
+    which skrl 2.1.1 keeps per rank; they are found among the agent's public ``checkpoint_modules``."""
+    from skrl.resources.preprocessors.torch import RunningStandardScaler
+
+    modules = agent.checkpoint_modules.values()
+    syncs = moments_syncs(modules, RunningStandardScaler, "running_mean", "running_variance", "current_count")
+    update = agent.update
+
+    def update_then_sync(*, timestep: int, timesteps: int) -> None:
+        update(timestep=timestep, timesteps=timesteps)
+        for sync in syncs:
+            sync()
+
+    agent.update = update_then_sync
 
 
 def _continue_timestep_count(agent, timesteps_before: int) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from rlscale.launch.gpus import nvidia_hardware_present, nvml_device_count, visible_gpu_count
+from rlscale.launch.ranks import gpus_needed_per_node
 from rlscale.tasks import UnknownTaskError, resolve_task_id
 
 DEVICES = ("auto", "cuda", "cpu")
@@ -60,8 +61,10 @@ def resolve_device(
     return "cpu", f"{fallback}: no GPU visible ({source}) and no NVIDIA device on this host"
 
 
-_MERGED_FALLBACK_KEYS = ("iterations", "runtime_steps")
+_MERGED_FALLBACK_KEYS = ("iterations", "runtime_steps", "parity")
 """Keys of ``cpu_fallback`` merged key by key into their namesakes; every other key replaces its namesake."""
+PARITY_TASK_KEYS = ("max_env_steps", "target", "num_envs_per_rank", "libraries")
+"""Keys of ``parity`` that map task ids; on CPU they are the fallback's own, like ``num_envs_per_task``."""
 
 
 def effective_config(
@@ -74,10 +77,10 @@ def effective_config(
     CPU, the fallback applied.
 
     ``device: auto`` on a host without a GPU runs the same study with CPU ranks (gloo): the keys of ``cpu_fallback``
-    replace their namesakes (``iterations`` and ``runtime_steps`` key by key), so the study stays small enough for a
-    CPU. ``num_envs_per_task`` becomes the fallback's own, ``{}`` when it gives none: per-task sizes are never carried
-    from the study to CPU ranks. An explicit ``device: cpu`` keeps the sizes it was given. A ``num_envs_per_task`` of
-    ``None`` (an overlay file clearing it) is ``{}``.
+    replace their namesakes (``iterations``, ``runtime_steps`` and ``parity`` key by key), so the study stays small
+    enough for a CPU. ``num_envs_per_task`` and the per-task keys of ``parity`` become the fallback's own, ``{}`` when
+    it gives none: per-task sizes are never carried from the study to CPU ranks. An explicit ``device: cpu`` keeps
+    the sizes it was given. A ``num_envs_per_task`` of ``None`` (an overlay file clearing it) is ``{}``.
     """
     resolved = copy.deepcopy(dict(config))
     device, reason = resolve_device(config["device"], environ, nvml_count, hardware_probe)
@@ -91,6 +94,11 @@ def effective_config(
             else:
                 resolved[key] = copy.deepcopy(value)
         resolved["num_envs_per_task"] = copy.deepcopy(fallback.get("num_envs_per_task") or {})
+        fallback_parity = fallback.get("parity") or {}
+        resolved["parity"] = {
+            **resolved.get("parity", {}),
+            **{key: copy.deepcopy(fallback_parity.get(key) or {}) for key in PARITY_TASK_KEYS},
+        }
     return resolved
 
 
@@ -178,6 +186,8 @@ def check_task_ids(config: Mapping) -> None:
     must be among the tasks (:func:`check_config`), hence registered too.
 
     An Isaac Lab alias is refused as well: results and bundles are filed under the registered id, which it must match.
+    A plug-in's ``package.module:Task-Id`` stays as written (every job imports the module again); a broken plug-in
+    is refused here, in one line naming it.
 
     Raises:
         ValueError: naming the key, the id and the registry's way out.
@@ -263,6 +273,51 @@ def check_config(config: Mapping) -> None:
             )
     for world_size in config["world_sizes"]:
         nodes_for(world_size, config["gpus_per_node"], config["device"])
+    check_parity(config, keys)
+
+
+PARITY_METRICS = ("mean_episode_length", "mean_return")
+"""Parity targets every task has; a task's ``Metrics/<name>`` log values (``extras["log"]``) are targets too."""
+PARITY_METRIC_PREFIX = "Metrics/"
+
+
+def check_parity(study: Mapping, library_keys: list[str]) -> None:
+    """Check what the schema cannot in ``parity``: its task ids are registered (a task that is not in ``tasks`` has
+    no parity runs, so an overlay may drop tasks), each key but ``target`` names a task with a target, each studied
+    target has a budget, a known metric and libraries of the study, and world size 1 is there to compare with.
+
+    Raises:
+        ValueError: naming the key and the fix.
+    """
+    parity = study.get("parity") or {}
+    targets = parity.get("target") or {}
+    for key in PARITY_TASK_KEYS:
+        for task in parity.get(key) or {}:
+            try:
+                registered = resolve_task_id(task)
+            except UnknownTaskError as error:
+                raise ValueError(f"parity.{key}: {error}") from None
+            if registered != task:
+                raise ValueError(f"parity.{key}: {task} is an alias of {registered}; write {registered}")
+            if task not in targets:
+                raise ValueError(f"parity.{key}.{task}: {task} has no parity.target; add one or remove the entry")
+    studied = [task for task in targets if task in study["tasks"]]
+    for task in studied:
+        if task not in (parity.get("max_env_steps") or {}):
+            raise ValueError(f"parity.max_env_steps: {task} has a target but no budget; add max_env_steps.{task}")
+        metric = targets[task]["metric"]
+        if metric not in PARITY_METRICS and not metric.startswith(PARITY_METRIC_PREFIX):
+            raise ValueError(
+                f"parity.target.{task}.metric: {metric!r}; use {', '.join(PARITY_METRICS)} or a task log key "
+                f"{PARITY_METRIC_PREFIX}<name>"
+            )
+        for library in (parity.get("libraries") or {}).get(task, []):
+            if library not in library_keys:
+                raise ValueError(
+                    f"parity.libraries.{task}: {library} is not among the study's libraries ({', '.join(library_keys)})"
+                )
+    if studied and 1 not in study["world_sizes"]:
+        raise ValueError("parity: world_sizes has no 1, the size every parity run is compared with; add 1")
 
 
 def check_gpu_limit(study: Mapping, gpu_limit: int | None) -> None:
@@ -279,9 +334,10 @@ def check_gpu_limit(study: Mapping, gpu_limit: int | None) -> None:
     if study["device"] != "cuda" or gpu_limit is None:
         return
     single_node = [size for size in study["world_sizes"] if nodes_for(size, study["gpus_per_node"], "cuda") == 1]
-    needed = max([1, *single_node])
+    largest = max([1, *single_node])  # validate runs one rank
+    needed = gpus_needed_per_node(largest, "cuda")
     if gpu_limit < needed:
         raise StudyConfigError(
-            f"resources: gpu={gpu_limit} is below the {needed} GPU(s) that world size {needed} needs on one host, so "
+            f"resources: gpu={gpu_limit} is below the {needed} GPU(s) that world size {largest} needs on one host, so "
             f"its jobs would be refused when they run; pass --resources gpu={needed} or more, or drop that world size"
         )

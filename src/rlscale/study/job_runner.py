@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
 from rlscale.dist import RUN_TIMESTAMP_ENV
+from rlscale.launch.ranks import gpus_needed_per_node, ranks_per_node
 from rlscale.launch.supervise import FORCED_SHUTDOWN_S, GRACEFUL_SHUTDOWN_S, STRAGGLER_GRACE_S, run_supervised
 from rlscale.study.lease import LeaseError, acquire
 
@@ -198,9 +199,8 @@ def launch(
     """
     if nodes > 1:
         command = rlscale_command(*rlscale_args)
-        return run_multinode(
-            command, nodes=nodes, gpus_per_node=world_size // nodes, rdzv_port=rdzv_port, before=before
-        )
+        gpus_per_node = ranks_per_node(world_size, nodes)
+        return run_multinode(command, nodes=nodes, gpus_per_node=gpus_per_node, rdzv_port=rdzv_port, before=before)
     command = rlscale_command(*rlscale_args, "--num_gpus", str(world_size))
-    gpus = 0 if device == "cpu" else world_size
+    gpus = gpus_needed_per_node(world_size, device)
     return run_leased(command, gpus=gpus, granted=granted, world_size=world_size, rule=rule, before=before)

@@ -1,4 +1,5 @@
-"""Figures of a study (matplotlib, Agg): throughput and efficiency against GPU count, and learning curves.
+"""Figures of a study (matplotlib, Agg): throughput and efficiency against GPU count, learning curves, and the parity
+runs' return against global env steps and wall time.
 
 The ``*_figure(s)`` functions build the figures (tests read what they draw); the ``plot_*`` functions write them.
 """
@@ -12,6 +13,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # Jobs run headless; select the backend before pyplot is imported.
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
@@ -104,6 +106,57 @@ def learning_curves_figure(curves: pd.DataFrame) -> Figure:
         axis.grid(True, alpha=0.3)
         axis.legend(fontsize=8)
     return figure
+
+
+PARITY_AXES = {"env_steps": ("env_steps", "global env steps"), "wall_time": ("elapsed_s", "wall time since start (s)")}
+"""Parity figures: their curve column on the x axis, and its label."""
+
+
+def seed_band(runs: pd.DataFrame, x: str, points: int = 100) -> tuple[np.ndarray, ...]:
+    """Median, min and max over seeds of the mean return, each seed's curve interpolated on a common grid of ``x``
+    (where every seed has values: from the latest first point to the earliest last one)."""
+    curves = [seed.dropna(subset=["mean_return"]).sort_values(x) for _, seed in runs.groupby("seed")]
+    curves = [curve for curve in curves if len(curve)]
+    if not curves:
+        return (np.array([]),) * 4
+    grid = np.linspace(max(c[x].iloc[0] for c in curves), min(c[x].iloc[-1] for c in curves), points)
+    values = np.array([np.interp(grid, c[x], c["mean_return"]) for c in curves])
+    return grid, np.median(values, axis=0), values.min(axis=0), values.max(axis=0)
+
+
+def parity_figures(curves: pd.DataFrame) -> dict[str, Figure]:
+    """The parity runs' mean return against global env steps and against wall time, keyed as :data:`PARITY_AXES`.
+
+    One panel per task, library and variant above one rank, one line per world size (the median over seeds) in a
+    band from the seeds' min to max; one rank's runs (one variant) are drawn in each panel of their task and library.
+    """
+    above = curves[curves["world_size"] > 1] if len(curves) else curves
+    keys = sorted(set(zip(above["task"], above["rl_library"], above["variant"], strict=True))) if len(above) else []
+    if not keys and len(curves):  # one rank only: a panel per task and library
+        keys = sorted(set(zip(curves["task"], curves["rl_library"], curves["variant"], strict=True)))
+    figures = {}
+    for name, (x, xlabel) in PARITY_AXES.items():
+        figure, axes = _panels(keys or [("no parity runs",)], f"Parity: return against {xlabel.split(' (')[0]}")
+        for (task, library, variant), axis in axes.items() if keys else ():
+            mine = (curves["task"] == task) & (curves["rl_library"] == library)
+            panel = curves[mine & ((curves["variant"] == variant) | (curves["world_size"] == 1))]
+            for world_size, runs in panel.groupby("world_size"):
+                grid, median, low, high = seed_band(runs, x)
+                (line,) = axis.plot(grid, median, label=f"world size {world_size} ({runs['seed'].nunique()} seeds)")
+                axis.fill_between(grid, low, high, color=line.get_color(), alpha=0.2)
+            axis.set_xlabel(xlabel)
+            axis.set_ylabel("mean episode return")
+            axis.set_title(f"{task}, {library}, {variant}", fontsize=10)
+            axis.grid(True, alpha=0.3)
+            axis.legend(fontsize=8)
+        figures[name] = figure
+    return figures
+
+
+def plot_parity(curves: pd.DataFrame, paths: dict[str, Path]) -> None:
+    """Write :func:`parity_figures` to PNG files, keyed as :data:`PARITY_AXES`."""
+    for name, figure in parity_figures(curves).items():
+        _save(figure, paths[name])
 
 
 def plot_scaling(table: pd.DataFrame, throughput_path: Path, efficiency_path: Path, device_label: str = "GPUs") -> None:

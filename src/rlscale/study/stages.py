@@ -1,5 +1,7 @@
-"""The study's stages, one function per Snakemake rule that starts ``rlscale``: validate, plan, probe, train and
-benchmark. The ``scripts/`` launchers parse their options and call these; :mod:`.job_runner` places the ranks.
+"""The study's stages, one function per Snakemake rule that starts ``rlscale``: validate, plan, probe, train,
+parity and benchmark.
+
+The ``scripts/`` launchers parse their options and call these; :mod:`.job_runner` places the ranks.
 """
 
 from __future__ import annotations
@@ -41,23 +43,37 @@ def collect_manifest(run_root: Path, output: Path) -> int:
 def validate(
     train_args: Sequence[str], *, iterations: int, gpus: int, granted: int, run_root: Path, output: Path
 ) -> int:
-    """Run a short single-device ``rlscale train``, judge it, and write the verdict to ``output``.
+    """Check the task against the ``VecTask`` contract (``rlscale check_task``, at the run's device and env count),
+    then run a short single-device ``rlscale train``, judge it, and write the verdict to ``output``.
 
-    The verdict is printed to stderr (the rule's log) in every case; ``output`` is written only when it passes, so a
-    failing task stops the study and Snakemake keeps no stale verdict.
+    The check's report and the verdict are printed to stderr (the rule's log) in every case; ``output`` is written
+    only when both pass, so a failing task stops the study and Snakemake keeps no stale verdict.
 
     Returns:
-        0 if the run passes :data:`~rlscale.study.verdict.VALIDATION_CRITERION`, else non-zero.
+        0 if the task conforms and the run passes :data:`~rlscale.study.verdict.VALIDATION_CRITERION`, else non-zero.
     """
+    lease = {"gpus": gpus, "granted": granted, "world_size": 1, "port_option": None, "rule": "validate"}
+    num_envs = forwarded_value(train_args, "--num_envs")
+    check = rlscale_command(
+        "check_task",
+        str(forwarded_value(train_args, "--task")),
+        "--device",
+        forwarded_value(train_args, "--device") or "cpu",
+        *(["--num_envs", num_envs] if num_envs else []),
+    )
+    code = run_leased(check, **lease)
+    if code != 0:
+        if code != GRANT_EXIT_CODE:
+            print(
+                "[study] ERROR: validation failed: the task breaks the VecTask contract (check_task above)",
+                file=sys.stderr,
+            )
+        return code
     command = rlscale_command("train", *train_args, "--max_iterations", str(iterations), "--log_root", str(run_root))
     code = run_leased(
         command,
-        gpus=gpus,
-        granted=granted,
-        world_size=1,
-        port_option=None,
-        rule="validate",
         before=lambda: shutil.rmtree(run_root, ignore_errors=True),  # A stale manifest must not pass for this run's.
+        **lease,
     )
     if code == GRANT_EXIT_CODE:
         return code
@@ -150,6 +166,31 @@ def train(rlscale_args: Sequence[str], *, output: Path, **launch_kwargs) -> int:
         **launch_kwargs,
     )
     if code != 0 or os.environ.get("SLURM_NODEID", "0") != "0":
+        return code
+    return collect_manifest(Path(run_root), output)
+
+
+def parity(rlscale_args: Sequence[str], *, output: Path, **launch_kwargs) -> int:
+    """Run one parity run, ``rlscale train_multigpu`` from scratch in its ``--log_root``, then copy its manifest (every
+    iteration's record) to ``output``.
+
+    A rerun after a kill starts over and never resumes: the run's wall time to the target must be one uninterrupted
+    run's. On several nodes only the first clears the log root and copies the manifest.
+
+    Raises:
+        ValueError: If ``rlscale_args`` has no ``--log_root``: the manifest could not be found.
+    """
+    run_root = forwarded_value(rlscale_args, "--log_root")
+    if run_root is None:
+        raise ValueError("parity needs --log_root among the rlscale arguments, to find the run's manifest.")
+    first_node = os.environ.get("SLURM_NODEID", "0") == "0"
+    code = launch(
+        ["train_multigpu", *rlscale_args],
+        rule="parity",
+        before=(lambda: shutil.rmtree(run_root, ignore_errors=True)) if first_node else None,
+        **launch_kwargs,
+    )
+    if code != 0 or not first_node:
         return code
     return collect_manifest(Path(run_root), output)
 

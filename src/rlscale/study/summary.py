@@ -1,4 +1,5 @@
-"""Everything the ``aggregate`` rule writes: ``scaling.csv``, the plots and ``summary.md``."""
+"""Everything the ``aggregate`` rule writes (``scaling.csv``, the plots and ``summary.md``) and the
+``parity_aggregate`` rule writes (``parity.csv``, ``parity_runs.csv`` and the parity plots)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from rlscale.study.aggregate import (
     read_bundle,
     scaling_table,
 )
-from rlscale.study.plots import plot_learning_curves, plot_scaling
+from rlscale.study.parity_table import curve_frame, parity_table, run_table
+from rlscale.study.plots import plot_learning_curves, plot_parity, plot_scaling
 
 
 def _format(value: object) -> str:
@@ -82,6 +84,51 @@ def train_table(manifests: Sequence[Mapping], cells: Sequence[Mapping]) -> pd.Da
     return pd.DataFrame.from_records(rows)
 
 
+PARITY_SHOWN = {
+    "rl_library": "library",
+    "variant": "variant",
+    "world_size": "world size",
+    "n_reached": "reached",
+    "env_steps_to_target_median": "env steps to target (median)",
+    "env_steps_to_target_min": "steps min",
+    "env_steps_to_target_max": "steps max",
+    "wall_time_to_target_median_s": "wall time to target, s (median)",
+    "wall_time_to_target_min_s": "time min",
+    "wall_time_to_target_max_s": "time max",
+    "env_steps_ratio": "env steps vs 1 rank",
+    "learns_as_well": "learns as well",
+    "wall_time_speedup": "wall-time speedup",
+    "solves_sooner": "solves sooner",
+}
+"""Columns of ``parity.csv`` that ``summary.md`` shows, with their headings."""
+
+
+def parity_markdown(parity: pd.DataFrame, figures: Sequence[str]) -> list[str]:
+    """The parity section of ``summary.md``: one table per task, its target and budget, and the two figures."""
+    lines = [
+        "## Parity: do more ranks reach the target sooner, and learn as well?",
+        "",
+        "Each run trains for the same budget of global env steps at every world size, never resumed; the first",
+        "iteration whose metric reaches the target gives its env steps and wall time (since training started) to the",
+        "target, `inf` when no iteration did. Medians, min and max are over seeds. *Learns as well*: the median env",
+        "steps are at most (1 + tolerance) × one rank's. *Solves sooner*: one rank's median wall time over N ranks'",
+        "(the speedup) is above 1. parity.csv holds the speedup's range and parity_runs.csv every run.",
+        "",
+    ]
+    if parity.empty:
+        return [*lines, "No parity runs (no task has a `parity.target`).", ""]
+    for task, rows in parity.groupby("task", sort=False):
+        first = rows.iloc[0]
+        lines += [
+            f"### {task}: {first['metric']} ≥ {first['target']:g} within {first['max_env_steps']:,.0f} env steps, "
+            f"{first['num_envs_per_rank']} envs per rank",
+            "",
+            markdown_table(rows[list(PARITY_SHOWN)].rename(columns=PARITY_SHOWN)),
+            "",
+        ]
+    return [*lines, *[f"![{Path(figure).stem}]({Path(figure).name})" for figure in figures], ""]
+
+
 def summary_markdown(
     study: str,
     device: str,
@@ -90,9 +137,10 @@ def summary_markdown(
     trains: pd.DataFrame,
     others: pd.DataFrame,
     figures: Sequence[str],
+    parity: Sequence[str] = (),
 ) -> str:
-    """Return ``summary.md``: the device and why, the scaling table, how to read it, the train runs and the
-    startup/runtime bundles."""
+    """Return ``summary.md``: the device and why, the scaling table, how to read it, the train runs, the parity
+    section's lines (:func:`parity_markdown`) and the startup/runtime bundles."""
     shown = table.copy()
     labels = [library_label(*pair) for pair in zip(shown["rl_library"], shown["ml_framework"], strict=True)]
     shown.insert(1, "library", labels)
@@ -120,6 +168,7 @@ def summary_markdown(
     ]
     if len(trains):
         lines += ["## Training runs (`train` rule)", "", markdown_table(trains), ""]
+    lines += list(parity)
     if len(others):
         lines += [
             "## Startup and runtime benchmarks (largest world size)",
@@ -147,6 +196,7 @@ def write_study_outputs(
     efficiency_plot: Path,
     learning_plot: Path,
     summary: Path,
+    parity_csv: Path | None = None,
 ) -> pd.DataFrame:
     """Aggregate a study's bundles and write the CSV, the three plots and the summary.
 
@@ -164,6 +214,8 @@ def write_study_outputs(
         efficiency_plot: Output efficiency figure.
         learning_plot: Output learning-curve figure.
         summary: Output Markdown summary.
+        parity_csv: The parity stage's table (:func:`write_parity_outputs`), its plots beside it; None leaves the
+            parity section out.
 
     Returns:
         The scaling table.
@@ -178,6 +230,46 @@ def write_study_outputs(
     manifests = [json.loads(Path(path).read_text()) for path in train_manifests]
     others = other_bundles_table([read_bundle(path) for path in other_bundles])
     figures = [str(throughput_plot), str(efficiency_plot), str(learning_plot)]
-    text = summary_markdown(study, device, device_reason, table, train_table(manifests, train_cells), others, figures)
+    parity = []
+    if parity_csv is not None:
+        plots = [Path(parity_csv).with_name(f"parity_{name}.png") for name in ("env_steps", "wall_time")]
+        parity = parity_markdown(pd.read_csv(parity_csv), [str(plot) for plot in plots])
+    trains = train_table(manifests, train_cells)
+    text = summary_markdown(study, device, device_reason, table, trains, others, figures, parity)
     Path(summary).write_text(text)
+    return table
+
+
+def write_parity_outputs(
+    *,
+    records: Sequence[str],
+    cells: Sequence[Mapping],
+    tolerance: float,
+    checkpoints: Sequence[float],
+    parity_csv: Path,
+    runs_csv: Path,
+    plots: Mapping[str, Path],
+) -> pd.DataFrame:
+    """Read the parity runs' records and write ``parity.csv``, ``parity_runs.csv`` and the parity plots.
+
+    Args:
+        records: The runs' manifests, one per cell.
+        cells: Per record, the run it was filed under (:func:`rlscale.study.parity.parity_cells`).
+        tolerance: ``parity.tolerance`` of the "learns as well" verdict.
+        checkpoints: ``parity.checkpoints``, fractions of the budget.
+        parity_csv: Output table per world size.
+        runs_csv: Output table per run.
+        plots: Output figures, keyed as :data:`rlscale.study.plots.PARITY_AXES`.
+
+    Returns:
+        The table per world size.
+    """
+    manifests = [json.loads(Path(path).read_text()) for path in records]
+    cells = [{**cell, "path": str(path)} for cell, path in zip(cells, records, strict=True)]
+    runs = run_table(manifests, cells, checkpoints)
+    table = parity_table(runs, tolerance)
+    Path(parity_csv).parent.mkdir(parents=True, exist_ok=True)
+    runs.to_csv(runs_csv, index=False)
+    table.to_csv(parity_csv, index=False)
+    plot_parity(curve_frame(manifests, cells), {name: Path(path) for name, path in plots.items()})
     return table

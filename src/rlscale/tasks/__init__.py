@@ -1,11 +1,11 @@
 """Batched PyTorch tasks and their registry.
 
 Importing this package imports no torch: the task contract lives in :mod:`rlscale.tasks.base`, and a task's modules
-are imported when it is built.
+are imported when it is built. Other packages' tasks are plug-ins (:mod:`rlscale.tasks.plugins`, docs/tasks.md).
 """
 
 from rlscale.tasks.registry import (
-    RL_LIBRARIES,
+    TaskPluginError,
     TaskSpec,
     UnknownTaskError,
     get_spec,
@@ -17,7 +17,7 @@ from rlscale.tasks.registry import (
 )
 
 __all__ = [
-    "RL_LIBRARIES",
+    "TaskPluginError",
     "TaskSpec",
     "UnknownTaskError",
     "get_spec",

@@ -3,6 +3,10 @@
 rlscale's own tasks are registered on first use from their packages' ``TASKS`` (:func:`register_task`'s arguments):
 the registry imports those packages and they import nothing from it, so there is no import cycle.
 
+Other packages' tasks come in as plug-ins (:mod:`.plugins`): a module that calls :func:`register_task` when imported,
+named either in the id itself (``package.module:Task-Id``, gymnasium's ``make("module:Env-v0")`` convention) or by
+an installed distribution's ``rlscale.tasks`` entry point, loaded on the first lookup.
+
 Torch-free: a task is registered by the import paths of its class and config (Isaac Lab's ``entry_point`` strings),
 which are imported only when something asks for them, so ids are listed and checked (``--dry_run``) without torch.
 """
@@ -21,11 +25,10 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from rlscale.tasks.overrides import with_overrides
+from rlscale.tasks.plugins import installed_plugins, one_line, source_of, split_qualified
 
 if TYPE_CHECKING:
     from rlscale.tasks.base import TaskCfg, VecTask
-
-RL_LIBRARIES = ("rsl_rl", "rl_games", "skrl")
 
 
 @dataclass(frozen=True)
@@ -38,13 +41,16 @@ class TaskSpec:
     cfg_entry_point: str
     """``module:attribute`` of the task's :class:`~rlscale.tasks.base.TaskCfg` subclass."""
     agent_cfg_files: dict[str, str]
-    """Library name → YAML file name, relative to the ``agents/`` folder next to the task's module."""
+    """Library name → YAML file name, relative to the ``agents/`` folder next to the task's module. A library left
+    out trains with rlscale's generic defaults (:mod:`rlscale.rl.agent_defaults`)."""
     agent_package: str
     """Package holding that ``agents/`` folder."""
     check_available: Callable[[], None] | None = None
     """Raises ImportError, with one line saying what to install, when the task's optional backend is missing."""
     own_gpu_per_rank: bool = False
     """The backend opens a context on every GPU it sees (JAX), so each rank of a CUDA job is shown only its own."""
+    source: str = "rlscale"
+    """The distribution the task comes from (``rlscale`` for the built-in tasks)."""
 
     @property
     def task_class(self) -> Callable[[TaskCfg], VecTask]:
@@ -62,10 +68,18 @@ _ALIASES: dict[str, str] = {}
 """Isaac Lab id → the rlscale task that reproduces it."""
 _CLOSEST: dict[str, tuple[str, str]] = {}
 """Isaac Lab id that rlscale does not reproduce → (the closest rlscale task, why it is only the closest)."""
+_LOADED_PLUGINS: set[str] = set()
+"""Names of the entry-point plug-ins already loaded in this process."""
+_PLUGINS_LOADED = False
+"""Whether every installed plug-in is loaded (entry points are looked up once per process)."""
 
 
 class UnknownTaskError(ValueError):
     """Raised for a task id that is neither registered nor an alias; the message is one line naming the way out."""
+
+
+class TaskPluginError(UnknownTaskError):
+    """A task plug-in could not be loaded (import error, a taken id, a bad agent config); one line naming it."""
 
 
 def register_task(
@@ -85,8 +99,8 @@ def register_task(
         task_id: The canonical id, as listed and as named in run directories.
         entry_point: :attr:`TaskSpec.entry_point`.
         cfg_entry_point: :attr:`TaskSpec.cfg_entry_point`.
-        agent_cfg_files: :attr:`TaskSpec.agent_cfg_files`.
-        package: :attr:`TaskSpec.agent_package`.
+        agent_cfg_files: :attr:`TaskSpec.agent_cfg_files`; each file is read here, so a broken one is refused now.
+        package: :attr:`TaskSpec.agent_package`, also what :attr:`TaskSpec.source` is found from.
         check_available: Lets ``rlscale train`` refuse the task in one line when an optional backend is missing.
         own_gpu_per_rank: :attr:`TaskSpec.own_gpu_per_rank`.
         aliases: Isaac Lab ids of the task this one reproduces (``Isaac-Cartpole-v0``), accepted wherever an id is.
@@ -94,40 +108,66 @@ def register_task(
             reason it is only the closest; they are refused with that line.
 
     Raises:
-        ValueError: if an id or alias is taken, an entry point is not ``module:attribute`` or an agent config names
-            an unknown library.
+        ValueError: if an id or alias is taken or has a ``:`` (reserved for ``module:Task-Id``), an entry point is
+            not ``module:attribute``, or an agent config is missing or not a YAML mapping.
     """
     closest_for = dict(closest_for or {})
     for name in (task_id, *aliases, *closest_for):
         if name in _REGISTRY or name in _ALIASES or name in _CLOSEST:
-            raise ValueError(f"task id {name!r} is already registered")
+            owner = _REGISTRY.get(_ALIASES.get(name, name))
+            by = f" (by {owner.source})" if owner else ""
+            raise ValueError(f"task id {name!r} is already registered{by}")
+        if ":" in name:
+            raise ValueError(f"task id {name!r}: ':' is reserved for package.module:Task-Id")
     for path in (entry_point, cfg_entry_point):
         if not all(path.partition(":")[::2]):
             raise ValueError(f"task {task_id!r}: entry point {path!r} is not module:attribute")
-    unknown = set(agent_cfg_files) - set(RL_LIBRARIES)
-    if unknown:
-        raise ValueError(f"task {task_id!r}: agent configs for unknown libraries {sorted(unknown)}")
+    for file_name in agent_cfg_files.values():
+        _read_agent_cfg(task_id, package, file_name)
     _REGISTRY[task_id] = TaskSpec(
-        task_id, entry_point, cfg_entry_point, dict(agent_cfg_files), package, check_available, own_gpu_per_rank
+        task_id,
+        entry_point,
+        cfg_entry_point,
+        dict(agent_cfg_files),
+        package,
+        check_available,
+        own_gpu_per_rank,
+        source_of(package),
     )
     _ALIASES.update(dict.fromkeys(aliases, task_id))
     _CLOSEST.update((name, (task_id, reason)) for name, reason in closest_for.items())
 
 
 def list_tasks() -> list[str]:
-    """Registered task ids, sorted (aliases left out)."""
-    _register_builtin_tasks()
+    """Registered task ids, sorted (aliases left out): the built-in tasks, the installed plug-ins' and those of any
+    module a ``module:Task-Id`` id imported in this process.
+
+    Raises:
+        TaskPluginError: if an installed plug-in cannot be loaded.
+    """
+    _register_installed_tasks()
     return sorted(_REGISTRY)
 
 
 def resolve_task_id(task_id: str) -> str:
-    """The registered id that ``task_id`` names: itself, or the task an Isaac Lab alias stands for.
+    """The id that names ``task_id``'s task in every process: itself, or the task an Isaac Lab alias stands for.
+
+    A ``package.module:Task-Id`` id imports ``package.module`` (which registers its tasks) and stays qualified, so
+    that a rank, a study job or a bundle naming it can import the module again.
 
     Raises:
+        TaskPluginError: if an installed plug-in, or the module a qualified id names, cannot be loaded.
         UnknownTaskError: for an Isaac Lab task rlscale does not reproduce, naming the closest one; for any other id,
             naming the nearest spelling and the known ids.
     """
-    _register_builtin_tasks()
+    _register_installed_tasks()
+    qualified = split_qualified(task_id)
+    if qualified is not None:
+        module, name = qualified
+        _load_plugin(f"module {module}", lambda: importlib.import_module(module))
+        if name not in _REGISTRY and name not in _ALIASES:
+            raise UnknownTaskError(f"unknown task {task_id!r}: importing {module} registered no task {name!r}")
+        return f"{module}:{_ALIASES.get(name, name)}"
     if task_id in _REGISTRY:
         return task_id
     if task_id in _ALIASES:
@@ -142,12 +182,12 @@ def resolve_task_id(task_id: str) -> str:
 
 
 def get_spec(task_id: str) -> TaskSpec:
-    """Look a task up by its id or an alias.
+    """Look a task up by its id, an alias or its ``module:Task-Id`` form.
 
     Raises:
         UnknownTaskError: from :func:`resolve_task_id`.
     """
-    return _REGISTRY[resolve_task_id(task_id)]
+    return _REGISTRY[resolve_task_id(task_id).rpartition(":")[2]]
 
 
 def make_task(task_id: str, **cfg_overrides: Any) -> VecTask:
@@ -158,21 +198,56 @@ def make_task(task_id: str, **cfg_overrides: Any) -> VecTask:
 
 
 def load_agent_cfg(task_id: str, rl_library: str) -> dict:
-    """A fresh copy of the task's default agent config for one library.
+    """A fresh copy of the agent config the task ships for one library.
 
     Raises:
-        ValueError: if the task has no config for that library.
+        ValueError: if the task ships none for that library (:func:`rlscale.rl.agent_defaults.agent_cfg` then
+            falls back to rlscale's defaults).
     """
     spec = get_spec(task_id)
     if rl_library not in spec.agent_cfg_files:
         raise ValueError(f"task {task_id!r} has no agent config for {rl_library!r}")
-    text = resources.files(spec.agent_package).joinpath("agents", spec.agent_cfg_files[rl_library]).read_text()
-    return copy.deepcopy(yaml.safe_load(text))
+    return copy.deepcopy(_read_agent_cfg(spec.task_id, spec.agent_package, spec.agent_cfg_files[rl_library]))
+
+
+def _read_agent_cfg(task_id: str, package: str, file_name: str) -> dict:
+    try:
+        cfg = yaml.safe_load(resources.files(package).joinpath("agents", file_name).read_text())
+    except (OSError, ImportError, yaml.YAMLError) as error:
+        raise ValueError(f"task {task_id!r}: agent config agents/{file_name}: {one_line(error)}") from None
+    if not isinstance(cfg, dict):
+        raise ValueError(f"task {task_id!r}: agent config agents/{file_name} is not a YAML mapping")
+    return cfg
 
 
 def _import(entry_point: str) -> Any:
     module, _, attribute = entry_point.partition(":")
     return getattr(importlib.import_module(module), attribute)
+
+
+def _load_plugin(name: str, load: Callable[[], object]) -> None:
+    """Run ``load`` (a plug-in's import); if it fails, take back what it registered and raise one line naming it."""
+    before = (set(_REGISTRY), set(_ALIASES), set(_CLOSEST))
+    try:
+        load()
+    except Exception as error:
+        for table, kept in zip((_REGISTRY, _ALIASES, _CLOSEST), before, strict=True):
+            for key in set(table) - kept:
+                del table[key]
+        raise TaskPluginError(f"task plug-in {name}: {one_line(error)}") from error
+
+
+def _register_installed_tasks() -> None:
+    """The built-in tasks, then the installed plug-ins, once per process; a broken one is tried again next time."""
+    global _PLUGINS_LOADED
+    _register_builtin_tasks()
+    if _PLUGINS_LOADED:
+        return
+    for plugin in installed_plugins():
+        if plugin.name not in _LOADED_PLUGINS:
+            _load_plugin(plugin.name, plugin.entry_point.load)
+            _LOADED_PLUGINS.add(plugin.name)
+    _PLUGINS_LOADED = True
 
 
 @functools.cache

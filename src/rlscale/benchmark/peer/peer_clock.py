@@ -1,8 +1,8 @@
 """What the three peer scripts share: their command line and ranks, a rollout-boundary clock and the result file.
 
 Shared so that the peers are started and timed alike by construction; each script imports nothing else from rlscale
-but the task registry and :func:`rlscale.tasks.graph.build_task`, which builds the task exactly as rlscale's runs do
-(and, on CPU ranks only, :mod:`rlscale.rl.dist_compat`).
+but the task registry, :func:`rlscale.tasks.graph.build_task`, which builds the task exactly as rlscale's runs do,
+:mod:`rlscale.dist` for the rank's place and GPU (and, on CPU ranks only, :mod:`rlscale.rl.dist_compat`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from rlscale.dist import global_env_steps, rank_cuda_index, rank_info
 from rlscale.tasks.base import VecTask
 from rlscale.tasks.graph import build_task, env_step_of
 
@@ -28,7 +29,7 @@ class PeerRank:
     rank: int
     world_size: int
     device: str
-    """``cuda:<LOCAL_RANK>`` or ``cpu``."""
+    """``cuda:<rank_cuda_index>`` or ``cpu``."""
 
 
 def start_peer(library: str, iterations_default: str) -> PeerRank:
@@ -47,10 +48,11 @@ def start_peer(library: str, iterations_default: str) -> PeerRank:
     parser.add_argument("--no_cuda_graph", action="store_true", help="step the task eagerly, as rlscale's flag does")
     parser.add_argument("--output", required=True, help="result JSON, written by global rank 0")
     args = parser.parse_args()
-    device = f"cuda:{os.environ.get('LOCAL_RANK', '0')}" if args.device == "cuda" else "cpu"
+    rank = rank_info()
+    device = f"cuda:{rank_cuda_index(rank, torch.cuda.device_count())}" if args.device == "cuda" else "cpu"
     if device != "cpu":
         torch.cuda.set_device(device)  # before any CUDA work, so that no rank opens a context on GPU 0
-    return PeerRank(args, int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")), device)
+    return PeerRank(args, rank.rank, rank.world_size, device)
 
 
 def build_peer_task(peer: PeerRank, seed: int) -> VecTask:
@@ -155,7 +157,7 @@ def write_result(
         "cuda_graph": cuda_graph,
         "env_step": env_step,
         "rollout_length": clock.rollout_length,
-        "steps_per_iteration": clock.rollout_length * num_envs_per_rank * world_size,
+        "steps_per_iteration": global_env_steps(clock.rollout_length, num_envs_per_rank, world_size),
         "iteration_s": clock.iteration_s(),
         "train_s": clock.train_returned - clock.train_started,
         "process_wall_time_s": process_wall_time_s(),

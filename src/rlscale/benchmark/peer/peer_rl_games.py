@@ -22,7 +22,7 @@ from rl_games.common.ivecenv import IVecEnv
 from rl_games.torch_runner import Runner
 
 from rlscale.benchmark.peer.peer_clock import RolloutClock, build_peer_task, finish_peer, start_peer
-from rlscale.tasks import load_agent_cfg
+from rlscale.rl.agent_defaults import agent_cfg as load_agent_cfg  # the run's config: the task's own or the defaults
 
 ENV_NAME = "peer_task"
 

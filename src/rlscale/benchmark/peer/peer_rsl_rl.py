@@ -15,7 +15,7 @@ from rsl_rl.runners import OnPolicyRunner
 from tensordict import TensorDict
 
 from rlscale.benchmark.peer.peer_clock import RolloutClock, build_peer_task, finish_peer, start_peer
-from rlscale.tasks import load_agent_cfg
+from rlscale.rl.agent_defaults import agent_cfg as load_agent_cfg  # the run's config: the task's own or the defaults
 
 RUN_SETTINGS = ("seed", "max_iterations", "experiment_name")
 """Keys of the task's rsl_rl YAML that are run settings, not part of rsl_rl's ``train_cfg``."""

@@ -16,7 +16,7 @@ import gymnasium
 import numpy as np
 
 from rlscale.benchmark.peer.peer_clock import RolloutClock, build_peer_task, finish_peer, start_peer
-from rlscale.tasks import load_agent_cfg
+from rlscale.rl.agent_defaults import agent_cfg as load_agent_cfg  # the run's config: the task's own or the defaults
 
 
 def wrap(task, clock: RolloutClock):

@@ -1,0 +1,216 @@
+"""``rlscale train``'s options: the parser and every check that needs neither torch nor the task's config.
+
+Torch-free, so that ``--help``, a launcher's ``--dry_run`` and the benchmark dispatcher that builds on this parser
+stay light.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from rlscale.argparsing import OneLineParser
+from rlscale.dist import rank_info
+from rlscale.faults import fault_from_environment
+from rlscale.resume import AUTO
+from rlscale.rl import ADAPTERS
+
+ML_FRAMEWORKS = ("torch", "jax")
+RL_LIBRARIES = tuple(ADAPTERS)
+"""The libraries with an adapter (the task registry checks each task's configs against the same names)."""
+LR_SCALINGS = ("none", "linear", "sqrt")
+"""``--lr_scaling``: how the agent's learning rate follows the world size."""
+AGENT_ENTRY_POINTS = {
+    "rsl_rl_cfg_entry_point": "rsl_rl",
+    "rl_games_cfg_entry_point": "rl_games",
+    "skrl_cfg_entry_point": "skrl",
+    "skrl_ppo_cfg_entry_point": "skrl",
+}
+"""Isaac Lab's ``--agent`` entry-point names → the library whose default agent config (the task's PPO) they name."""
+OPTION_OF_ENV_FIELD = {
+    "num_envs": "num_envs",
+    "scene.num_envs": "num_envs",
+    "seed": "seed",
+    "device": "device",
+    "sim.device": "device",
+}
+"""Task config fields (with Isaac Lab's spellings) that ``rlscale train`` sets per rank from its own options."""
+
+
+def build_parser(prog: str = "rlscale train") -> argparse.ArgumentParser:
+    """``rlscale train``'s parser; ``prog`` names the command in error lines (a launcher checking its ranks' args)."""
+    parser = OneLineParser(prog=prog, description="Train a policy on one task with one RL library.", allow_abbrev=False)
+    return add_train_arguments(parser)
+
+
+def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add every ``rlscale train`` option to ``parser`` (the training benchmark accepts them all) and return it."""
+    parser.add_argument(
+        "--task",
+        required=True,
+        help="task id, case-sensitive (see `rlscale list_tasks`); Isaac Lab's ids of the tasks rlscale reproduces "
+        "(Isaac-Cartpole-v0) are accepted too",
+    )
+    parser.add_argument("--rl_library", default="rsl_rl", help=f"one of {', '.join(RL_LIBRARIES)} (default rsl_rl)")
+    parser.add_argument("--ml_framework", default="torch", help="torch or jax; jax only with --rl_library skrl")
+    parser.add_argument("--num_envs", type=int, help="environments on this device (per rank when distributed)")
+    parser.add_argument(
+        "--max_iterations",
+        type=int,
+        help="PPO iterations to run; with --resume auto, the run's total (default: the agent config's)",
+    )
+    parser.add_argument("--seed", type=int, help="base seed; rank r uses seed + r (default: the agent config's)")
+    parser.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if available, else cpu)")
+    parser.add_argument("--log_root", default="logs", help="root of the run directories (default: logs)")
+    parser.add_argument("--run_name", help="suffix of the run directory's name")
+    parser.add_argument(
+        "--resume",
+        type=_resume_value,
+        metavar="CHECKPOINT|auto",
+        help="checkpoint to continue training from; auto: continue the latest run of this --run_name in its run "
+        "directory, from its newest loadable checkpoint (from scratch if it has none), to --max_iterations in total",
+    )
+    parser.add_argument(
+        "--checkpoint_interval",
+        type=int,
+        metavar="N",
+        help="save a checkpoint every N iterations (default: the agent config's interval)",
+    )
+    parser.add_argument(
+        "--agent",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one agent config entry by its dotted path, e.g. algorithm.learning_rate=5e-4 (repeatable); "
+        f"Isaac Lab's entry-point names ({', '.join(AGENT_ENTRY_POINTS)}) name the library's default config",
+    )
+    parser.add_argument(
+        "--lr_scaling",
+        default="none",
+        choices=LR_SCALINGS,
+        help="scale the agent's learning rate with world size (default none)",
+    )
+    parser.add_argument(
+        "--sync_normalizer",
+        dest="normalizer_sync",
+        action="store_true",
+        help="average observation-normalizer statistics across ranks where the library allows",
+    )
+    parser.add_argument("--distributed", action="store_true", help="run as one rank of a torchrun/skrl-JAX job")
+    parser.add_argument(
+        "--cpu_threads",
+        type=int,
+        metavar="N",
+        help="torch CPU threads of each rank (default: 1 per CPU rank; the host's cores shared among GPU ranks)",
+    )
+    parser.add_argument(
+        "--no_cuda_graph",
+        action="store_true",
+        help="step the task eagerly on CUDA (default: replay its step as one CUDA graph when the task allows it)",
+    )
+    parser.add_argument(
+        "--sync_check_interval",
+        type=int,
+        default=0,
+        metavar="N",
+        help="compare the ranks' policy parameters every N iterations (default 0: only at the end)",
+    )
+    parser.add_argument("--headless", action="store_true", help="accepted and ignored: rlscale renders nothing")
+    # Not an argparse positional: one of those would take the value of a mistyped option (--num_env 8) as an override.
+    parser.add_argument_group(
+        "overrides (Isaac Lab's Hydra syntax, anywhere on the line)",
+        "agent.KEY=VALUE does what --agent KEY=VALUE does; env.FIELD=VALUE sets a field of the task's config, "
+        "checked against its type (env.episode_length_s=10; env.physics.pole_mass=0.2 in a nested config); "
+        "num_envs, seed and device are set by their options",
+    )
+    return parser
+
+
+def parse_command_line(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``parser.parse_args(argv)`` that also collects the arguments that are not options, wherever they are, into
+    ``overrides``; a line with an unknown option is refused whole, as argparse refuses it."""
+    args, extras = parser.parse_known_args(argv)
+    if any(extra.startswith("-") for extra in extras):
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
+    args.overrides = extras
+    return args
+
+
+def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace, launcher: str, *, launched: bool) -> None:
+    """Refuse, through ``parser.error``, every option that is wrong whatever the task.
+
+    Args:
+        launcher: Command named in the error for ``--distributed`` without a launcher.
+        launched: The arguments are a launcher's, for ranks it is about to start (which need no rank variables yet).
+    """
+    if args.rl_library not in RL_LIBRARIES:
+        parser.error(f"--rl_library {args.rl_library!r} is not one of {', '.join(RL_LIBRARIES)}")
+    if args.ml_framework not in ML_FRAMEWORKS:
+        parser.error(f"--ml_framework {args.ml_framework!r} is not one of {', '.join(ML_FRAMEWORKS)}")
+    if args.ml_framework == "jax" and args.rl_library != "skrl":
+        parser.error(f"--ml_framework jax needs --rl_library skrl (got {args.rl_library})")
+    for flag in ("num_envs", "max_iterations", "checkpoint_interval", "cpu_threads"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+            parser.error(f"--{flag} must be at least 1 (got {getattr(args, flag)})")
+    if args.sync_check_interval < 0:
+        parser.error(f"--sync_check_interval must be non-negative (got {args.sync_check_interval})")
+    try:
+        fault_from_environment()
+    except ValueError as error:
+        parser.error(str(error))
+    if args.seed is not None and args.seed < 0:
+        parser.error(f"--seed must be non-negative (got {args.seed})")
+    if args.run_name is not None and {"/", os.sep} & set(args.run_name):  # it names one folder under log_root
+        parser.error(f"--run_name {args.run_name!r} is not a folder name; drop the path separators, e.g. my_run")
+    if Path(args.log_root).exists() and not Path(args.log_root).is_dir():
+        parser.error(f"--log_root {args.log_root}: is a file, not a directory; name a directory (default logs)")
+    if args.distributed and not launched and rank_info().world_size == 1 and "WORLD_SIZE" not in os.environ:
+        parser.error(f"--distributed needs the rank variables of a launcher; use `{launcher}`")
+
+
+def split_overrides(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """The agent overrides as ``(as given, KEY=VALUE)`` pairs and the env overrides as ``{FIELD: text}``, refusing
+    what is malformed whatever the task: this much a launcher's dry run checks."""
+    agent: list[tuple[str, str]] = []
+    for entry in args.agent:
+        if "=" in entry:
+            agent.append((f"--agent {entry}", entry))
+        else:
+            _check_agent_entry_point(parser, entry, args.rl_library)
+    env: dict[str, str] = {}
+    for given in args.overrides:
+        prefix, _, override = given.partition(".")
+        key, equals, text = override.partition("=")
+        if prefix not in ("agent", "env"):
+            parser.error(f"{given!r}: a positional argument is an override, agent.KEY=VALUE or env.FIELD=VALUE")
+        if not equals or not key:
+            parser.error(f"{given}: expected {prefix}.KEY=VALUE")
+        if prefix == "env" and key in OPTION_OF_ENV_FIELD:
+            option = OPTION_OF_ENV_FIELD[key]
+            parser.error(f"{given}: pass --{option} {text} instead (rlscale train sets the task's {option} per rank)")
+        if prefix == "agent":
+            agent.append((given, override))
+        else:
+            env[key] = text
+    return agent, env
+
+
+def _check_agent_entry_point(parser: argparse.ArgumentParser, name: str, rl_library: str) -> None:
+    library = AGENT_ENTRY_POINTS.get(name)
+    if library is None:
+        parser.error(
+            f"--agent {name}: expected KEY=VALUE or an Isaac Lab agent entry point: {', '.join(AGENT_ENTRY_POINTS)}"
+        )
+    if library != rl_library:
+        own = next(entry for entry, owner in AGENT_ENTRY_POINTS.items() if owner == rl_library)
+        parser.error(
+            f"--agent {name} names {library}'s agent config, but --rl_library is {rl_library}; "
+            f"pass --rl_library {library}, or --agent {own}"
+        )
+
+
+def _resume_value(text: str) -> str | Path:
+    return text if text == AUTO else Path(text)  # a checkpoint file named auto is ./auto

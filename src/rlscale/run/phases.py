@@ -1,0 +1,286 @@
+"""The run itself, in phases: prepare (process, manifest, faults, the ranks' sync audit), build the task, train,
+finish. ``rlscale train`` and the startup and training benchmarks all run :func:`execute`, so a benchmarked run is
+exactly the run ``rlscale train`` would make.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rlscale.dist import RankInfo, collective_timeout
+from rlscale.faults import Fault, fault_from_environment
+from rlscale.heartbeat import beat
+from rlscale.resume import AUTO
+from rlscale.run.rank import place_rank
+from rlscale.run.spec import RunSpec
+from rlscale.run.start import auto_resume, resolve_seed, run_directory
+
+if TYPE_CHECKING:
+    from rlscale.manifest import Manifest
+    from rlscale.rl.common import TrainContext, TrainResult
+    from rlscale.rl.progress import IterationRecord, TrackedTask
+    from rlscale.tasks.base import VecTask
+
+
+@dataclass
+class TrainingOutcome:
+    """What one run of :func:`execute` leaves behind, for ``rlscale train``'s report and the training benchmark."""
+
+    status: str
+    """``completed`` or ``interrupted`` (a crash raises instead)."""
+    rank: RankInfo
+    device: str
+    """This rank's torch device."""
+    seed: int
+    """Base seed."""
+    iterations: int
+    """Iterations requested in this invocation."""
+    log_dir: Path
+    """This rank's run directory."""
+    manifest: dict[str, Any]
+    """The data of ``manifest.json`` as last written."""
+    records: list[IterationRecord] = field(default_factory=list)
+    """Per-iteration timing and episode statistics, in order (those finished before an interrupt)."""
+    num_envs: int | None = None
+    """Environments on this rank (None if the run stopped before the task existed)."""
+    steps_per_env: int | None = None
+    """Env steps per environment per iteration (the library's rollout length)."""
+    result: TrainResult | None = None
+    """The adapter's result (None when interrupted)."""
+    task_creation_s: float | None = None
+    """Wall time of building the task, its compilation included."""
+    task_compile_s: float | None = None
+    """The part of ``task_creation_s`` spent compiling the task's step (:attr:`VecTask.compile_s`)."""
+    first_iteration_s: float | None = None
+    """Wall time from calling the library to the end of the first iteration's update (library setup included)."""
+    train_s: float | None = None
+    """Wall time of the library's whole training call."""
+    wall_time_s: float = 0.0
+    """Wall time of :func:`execute`."""
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.status == "completed" else 130
+
+
+@dataclass
+class _Run:
+    """One run's state between its phases."""
+
+    spec: RunSpec
+    adapter: Any
+    start: int
+    """Iterations finished before this invocation (by the checkpoint it resumes)."""
+    context: TrainContext
+    manifest: Manifest
+    outcome: TrainingOutcome
+    fault: Fault | None
+    started: float
+    sync_checks: list[int] = field(default_factory=list)
+    train_started: float = 0.0
+
+    def audit_ranks(self, iteration: int) -> list[str]:
+        """Gather every rank's policy digest and refuse ranks out of sync (:mod:`rlscale.rank_sync`)."""
+        from rlscale.rank_sync import check_digests, gather_digests
+        from rlscale.rl.common import parameter_digest
+
+        beat("sync_check", iteration)
+        digests = gather_digests(parameter_digest(self.context.policy_probe.read()), self.context.rank)
+        check_digests(digests, iteration)
+        self.sync_checks.append(iteration)
+        return digests
+
+    def on_iteration_start(self, iteration: int) -> None:
+        if iteration == self.start + 1:  # the first iteration's update has just ended
+            self.outcome.first_iteration_s = time.perf_counter() - self.train_started
+        interval = self.spec.sync_check_interval
+        if interval and iteration > self.start and (iteration - self.start) % interval == 0:
+            self.audit_ranks(iteration)
+        beat("collect", iteration)  # before the fault, so that an injected hang is reported in this phase
+        if self.fault is not None:
+            self.fault.trigger_if_due(self.context.rank.rank, iteration, self.context.policy_probe.read)
+
+
+def execute(
+    spec: RunSpec,
+    *,
+    on_task_created: Callable[[VecTask], None] | None = None,
+    on_tracking: Callable[[TrackedTask], None] | None = None,
+) -> TrainingOutcome:
+    """Run one training invocation: task, library, manifest and the ranks' sync audit.
+
+    Args:
+        spec: A resolved spec (:func:`rlscale.run.spec.resolve_spec`, not torch-free).
+        on_task_created: Called with the task (graphed where possible) right after it is built, before the library
+            sees it.
+        on_tracking: Called with the tracking wrapper before training starts, so a caller keeps its records even
+            if training then raises.
+
+    Returns:
+        The outcome; ``status`` is ``interrupted`` after Ctrl-C or SIGTERM.
+
+    Raises:
+        BaseException: whatever training raised, after the manifest recorded the crash.
+    """
+    run = prepare(spec)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        tracked = build_tracked_task(run, on_task_created, on_tracking)
+        result, digests = train(run, tracked)
+    except KeyboardInterrupt:
+        run.manifest.finish("interrupted")
+        run.outcome.wall_time_s = time.perf_counter() - run.started
+        context = run.context
+        print(f"[rlscale] rank {context.rank.rank} interrupted; run directory {context.log_dir}", file=sys.stderr)
+        return run.outcome
+    except BaseException as error:
+        run.manifest.finish("crashed", error=f"{type(error).__name__}: {error}")
+        raise
+    finish(run, tracked, result, digests)
+    return run.outcome
+
+
+def prepare(spec: RunSpec) -> _Run:
+    """Set up the process (device, threads, collectives), choose the checkpoint and write the starting manifest."""
+    started = time.perf_counter()
+    from rlscale.manifest import Manifest, device_description
+    from rlscale.rl import load_adapter
+    from rlscale.rl.common import TrainContext
+    from rlscale.rl.dist_compat import use_collective_timeout, use_gloo_for_cpu_ranks
+
+    rank, device = place_rank(spec.device, spec.cpu_threads)
+    if rank.distributed:
+        use_collective_timeout(collective_timeout())
+        use_gloo_for_cpu_ranks(device)
+    adapter = load_adapter(spec.rl_library)
+    agent_cfg, seed = spec.agent_cfg, resolve_seed(spec)
+    iterations = spec.max_iterations or adapter.default_iterations(agent_cfg)
+    run_dir = run_directory(spec)
+    if spec.resume == AUTO:
+        resume, start = auto_resume(adapter, run_dir, agent_cfg, spec.ml_framework, iterations, rank.is_main)
+        iterations -= start  # the rest of the run's total
+    else:
+        resume = spec.resume_path
+        start = adapter.checkpoint_iteration(resume, agent_cfg) if resume else 0
+    log_dir = run_dir if rank.is_main else run_dir / f"rank_{rank.rank}"
+    manifest = Manifest(
+        log_dir / "manifest.json",
+        args=spec.manifest_args(),
+        agent_cfg=agent_cfg,
+        seed=seed,
+        env_seed=seed + rank.rank,
+        rank=rank.rank,
+        world_size=rank.world_size,
+        local_world_size=rank.local_world_size,
+        num_nodes=rank.num_nodes,
+        run_dir=str(log_dir),
+        resumed_from=str(resume) if resume else None,
+        **device_description(device),
+    )
+    outcome = TrainingOutcome(
+        status="interrupted",
+        rank=rank,
+        device=device,
+        seed=seed,
+        iterations=iterations,
+        log_dir=log_dir,
+        manifest=manifest.data,
+        steps_per_env=adapter.rollout_length(agent_cfg),
+    )
+    context = TrainContext(
+        device=device,
+        max_iterations=iterations,
+        seed=seed,
+        log_dir=log_dir,
+        rank=rank,
+        resume=resume,
+        ml_framework=spec.ml_framework,
+        checkpoint_interval=spec.checkpoint_interval,
+        lr_scaling=spec.lr_scaling,
+        normalizer_sync=spec.normalizer_sync,
+    )
+    return _Run(spec, adapter, start, context, manifest, outcome, fault_from_environment(), started)
+
+
+def build_tracked_task(
+    run: _Run,
+    on_task_created: Callable[[VecTask], None] | None,
+    on_tracking: Callable[[TrackedTask], None] | None,
+) -> TrackedTask:
+    """Build the task (CUDA-graphed where possible) and wrap it to record every iteration."""
+    from rlscale.rl.progress import TrackedTask
+    from rlscale.tasks.graph import build_task
+
+    spec, outcome, rank = run.spec, run.outcome, run.context.rank
+    task_kwargs = {**spec.typed_env_overrides(), "device": run.context.device, "seed": outcome.seed + rank.rank}
+    if spec.num_envs is not None:
+        task_kwargs["num_envs"] = spec.num_envs
+    created = time.perf_counter()
+    task = build_task(spec.task, cuda_graph=not spec.no_cuda_graph, **task_kwargs)
+    outcome.task_creation_s = time.perf_counter() - created
+    outcome.task_compile_s = task.compile_s
+    outcome.num_envs = task.num_envs
+    if on_task_created is not None:
+        on_task_created(task)
+    tracked = TrackedTask(
+        task,
+        outcome.steps_per_env,
+        start_iteration=run.start,
+        total_iterations=run.start + outcome.iterations,
+        world_size=rank.world_size,
+        stream=sys.stdout if rank.is_main else None,
+        on_iteration_start=run.on_iteration_start,
+        on_rollout_end=lambda iteration: beat("update", iteration),
+    )
+    outcome.records = tracked.records
+    if on_tracking is not None:
+        on_tracking(tracked)
+    return tracked
+
+
+def train(run: _Run, tracked: TrackedTask) -> tuple[TrainResult, list[str]]:
+    """The library's training call, then the final sync audit; returns its result and every rank's digest."""
+    run.train_started = time.perf_counter()
+    result = run.adapter.train(tracked, run.spec.agent_cfg, run.context)
+    tracked.finish()
+    run.outcome.train_s = time.perf_counter() - run.train_started
+    if run.outcome.first_iteration_s is None:  # a single iteration ends with the library's return
+        run.outcome.first_iteration_s = run.outcome.train_s
+    return result, run.audit_ranks(result.iterations_completed)
+
+
+def finish(run: _Run, tracked: TrackedTask, result: TrainResult, digests: list[str]) -> None:
+    """Record the completed run in the manifest and leave the process group."""
+    import torch
+
+    last = tracked.records[-1] if tracked.records else None
+    outcome = run.outcome
+    outcome.wall_time_s = time.perf_counter() - run.started
+    run.manifest.finish(
+        "completed",
+        num_envs=tracked.num_envs,
+        start_iteration=result.start_iteration,
+        iterations_completed=result.iterations_completed,
+        checkpoint=str(result.checkpoint) if result.checkpoint else None,
+        resumed_param_digest=result.resumed_param_digest,
+        param_digest=digests[outcome.rank.rank],
+        rank_param_digests=digests,
+        sync_checked_at_iterations=run.sync_checks,
+        final_mean_return=last.mean_return if last else None,
+        final_mean_episode_length=last.mean_episode_length if last else None,
+        iterations=[vars(record) for record in tracked.records],
+        wall_time_s=outcome.wall_time_s,
+    )
+    outcome.status, outcome.result = "completed", result
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt

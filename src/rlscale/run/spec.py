@@ -1,0 +1,306 @@
+"""The run's settings, resolved once: :class:`RunSpec`, from the command line, the defaults and the task registry.
+
+A launcher resolves the spec of its ranks before it starts them and leaves it in a file named by ``$RLSCALE_RUN_SPEC``;
+each rank loads that file instead of parsing its arguments again. A process started without one (``rlscale train``,
+or a torchrun line run by hand) resolves its own through the same :func:`resolve_spec`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlscale.dist import rank_info
+from rlscale.resume import AUTO
+from rlscale.rl import agent_defaults
+from rlscale.run.args import build_parser, check_options, parse_command_line, split_overrides
+from rlscale.run.rank import isolate_gpu_if_task_asks
+from rlscale.tasks import UnknownTaskError, get_spec, resolve_task_id
+from rlscale.tasks.overrides import field_value, parse_value
+
+RUN_SPEC_ENV = "RLSCALE_RUN_SPEC"
+"""Set by the launcher for its ranks: the JSON file holding their :class:`RunSpec`."""
+
+
+@dataclass(frozen=True)
+class JobShape:
+    """The ranks a spec is for: ``world_size`` ranks on ``nodes`` nodes (None: torchrun decides, elastic or counting
+    the GPUs itself)."""
+
+    world_size: int | None
+    nodes: int | None
+
+    @classmethod
+    def of_this_process(cls) -> JobShape:
+        rank = rank_info()
+        return cls(rank.world_size, rank.num_nodes)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything one run needs from its command line, checked and resolved; the field names are the options'."""
+
+    task: str
+    """The registered task id."""
+    task_alias: str | None
+    """The Isaac Lab id given for ``task``, or None."""
+    rl_library: str
+    ml_framework: str
+    num_envs: int | None
+    """Environments per rank; None: the task config's."""
+    max_iterations: int | None
+    """None: the agent config's; with ``resume`` auto, the run's total."""
+    seed: int | None
+    """None: the agent config's (:func:`rlscale.run.start.resolve_seed`)."""
+    device: str | None
+    """``cpu`` or ``cuda:N`` once resolved; as given (or None) in a torch-free spec."""
+    log_root: str
+    run_name: str | None
+    resume: str | None
+    """A checkpoint file, ``auto``, or None."""
+    checkpoint_interval: int | None
+    agent: tuple[str, ...]
+    """``--agent`` entries as given."""
+    overrides: tuple[str, ...]
+    """The ``agent.KEY=VALUE`` and ``env.FIELD=VALUE`` overrides as given."""
+    env_overrides: dict[str, str]
+    """Task config fields → their text, checked against the config's types (:meth:`typed_env_overrides`)."""
+    agent_cfg: dict | None
+    """The agent config, overrides applied; None in a torch-free spec."""
+    lr_scaling: str
+    normalizer_sync: bool
+    distributed: bool
+    cpu_threads: int | None
+    no_cuda_graph: bool
+    sync_check_interval: int
+    headless: bool
+    world_size: int | None
+    """Ranks of the job (None: torchrun decides); each rank checks torchrun's ``WORLD_SIZE`` against it once."""
+    nodes: int | None
+    options: dict[str, Any] = field(default_factory=dict)
+    """The options of the command that embeds the run (a benchmark workflow's own), by name."""
+
+    @property
+    def resume_path(self) -> Path | None:
+        """The checkpoint to continue from, when one is named (not ``auto``)."""
+        return Path(self.resume) if self.resume not in (None, AUTO) else None
+
+    def typed_env_overrides(self) -> dict[str, Any]:
+        """``env_overrides`` as the typed values the task's config takes.
+
+        Raises:
+            ValueError: for a field the config lacks or a value of the wrong type.
+        """
+        cfg_class = get_spec(self.task).cfg_class
+        return {key: field_value(cfg_class, key, text) for key, text in self.env_overrides.items()}
+
+    def manifest_args(self) -> dict[str, Any]:
+        """The arguments as the manifest records them: every option, the workflow's, and the typed env overrides."""
+        recorded = {item.name: getattr(self, item.name) for item in dataclasses.fields(self)}
+        for name in ("agent_cfg", "world_size", "nodes", "options"):
+            del recorded[name]
+        return recorded | self.options | {"env_overrides": self.typed_env_overrides()}
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunSpec:
+        data = json.loads(text)
+        return cls(**data | {"agent": tuple(data["agent"]), "overrides": tuple(data["overrides"])})
+
+
+def resolve_spec(
+    argv: list[str] | None,
+    parser: argparse.ArgumentParser | None = None,
+    launcher: str = "rlscale train_multigpu",
+    *,
+    torch_free: bool = False,
+    job: JobShape | None = None,
+) -> RunSpec:
+    """Parse ``argv`` and resolve it (:func:`spec_from_args`); a bad argument is one line on stderr and exit 2."""
+    parser = parser or build_parser()
+    return spec_from_args(parser, parse_command_line(parser, argv), launcher, torch_free=torch_free, job=job)
+
+
+def spec_from_args(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    launcher: str = "rlscale train_multigpu",
+    *,
+    torch_free: bool = False,
+    job: JobShape | None = None,
+) -> RunSpec:
+    """Check everything that can be checked before a file is written and resolve the run's settings.
+
+    Args:
+        parser: The parser of ``args``, holding at least :func:`~rlscale.run.args.add_train_arguments`' options;
+            its other options become :attr:`RunSpec.options`. Errors go through ``parser.error``.
+        args: From :func:`~rlscale.run.args.parse_command_line`.
+        launcher: Command named in the error for ``--distributed`` without a launcher.
+        torch_free: Stop after the checks that need no torch (a launcher's ``--dry_run``): the task's id and the
+            form of the overrides are checked, its backend, the device, the checkpoint and the override keys are not.
+        job: The ranks a launcher resolves the spec for (they are distributed); None: this process's own.
+    """
+    check_options(parser, args, launcher, launched=job is not None)
+    agent_overrides, env_overrides = split_overrides(parser, args)
+    try:
+        task_id = resolve_task_id(args.task)
+    except UnknownTaskError as error:
+        parser.error(f"--task: {error}")
+    launched = job is not None
+    spec = _spec(args, task_id, env_overrides, job or JobShape.of_this_process(), launched)
+    if torch_free:
+        return spec
+    task_spec = get_spec(task_id)
+    try:
+        if task_spec.check_available is not None:
+            task_spec.check_available()
+    except ImportError as error:
+        parser.error(f"--task: {error}")
+    try:
+        isolate_gpu_if_task_asks(task_id, args.device, args.ml_framework)
+    except ValueError as error:
+        parser.error(f"--task {task_id}: {error}")
+    device = _resolve_device(parser, args.device)
+    if spec.resume_path is not None:
+        _check_checkpoint(parser, spec.resume_path, args.ml_framework)
+    try:
+        agent_cfg = agent_defaults.agent_cfg(task_id, args.rl_library)  # the task's own YAML, else the defaults
+    except ValueError as error:
+        parser.error(f"--task {task_id}: {error}")
+    for given, override in agent_overrides:
+        try:
+            apply_override(agent_cfg, override)
+        except ValueError as error:
+            parser.error(f"{given}: {error}")
+    for key, text in env_overrides.items():
+        try:
+            field_value(task_spec.cfg_class, key, text)
+        except ValueError as error:
+            parser.error(f"env.{key}={text}: {task_id}'s config: {error}")
+    return dataclasses.replace(spec, device=device, agent_cfg=agent_cfg)
+
+
+def _spec(
+    args: argparse.Namespace, task_id: str, env_overrides: dict[str, str], job: JobShape, launched: bool
+) -> RunSpec:
+    own = {item.name for item in dataclasses.fields(RunSpec)}
+    options = {name: str(value) if isinstance(value, Path) else value for name, value in vars(args).items()}
+    return RunSpec(
+        task=task_id,
+        task_alias=None if task_id == args.task else args.task,
+        rl_library=args.rl_library,
+        ml_framework=args.ml_framework,
+        num_envs=args.num_envs,
+        max_iterations=args.max_iterations,
+        seed=args.seed,
+        device=args.device,
+        log_root=args.log_root,
+        run_name=args.run_name,
+        resume=None if args.resume is None else str(args.resume),
+        checkpoint_interval=args.checkpoint_interval,
+        agent=tuple(args.agent),
+        overrides=tuple(args.overrides),
+        env_overrides=env_overrides,
+        agent_cfg=None,
+        lr_scaling=args.lr_scaling,
+        normalizer_sync=args.normalizer_sync,
+        distributed=args.distributed or launched,  # a launcher adds --distributed to its ranks
+        cpu_threads=args.cpu_threads,
+        no_cuda_graph=args.no_cuda_graph,
+        sync_check_interval=args.sync_check_interval,
+        headless=args.headless,
+        world_size=job.world_size,
+        nodes=job.nodes,
+        options={name: value for name, value in options.items() if name not in own},
+    )
+
+
+def write_spec(spec: RunSpec, folder: Path) -> Path:
+    """Leave ``spec`` in ``folder`` for the ranks; returns the file, which :data:`RUN_SPEC_ENV` names to them."""
+    path = folder / "run_spec.json"
+    path.write_text(spec.to_json())
+    return path
+
+
+def spec_from_environment() -> RunSpec | None:
+    """The spec this rank's launcher left (:data:`RUN_SPEC_ENV`), or None for a process started without one.
+
+    Raises:
+        RuntimeError: when torchrun started another number of ranks than the spec was resolved for.
+    """
+    path = os.environ.get(RUN_SPEC_ENV)
+    if not path:
+        return None
+    spec = RunSpec.from_json(Path(path).read_text())
+    started = rank_info().world_size
+    if spec.world_size is not None and started != spec.world_size:
+        raise RuntimeError(f"the launcher resolved {spec.world_size} rank(s) but WORLD_SIZE is {started}")
+    return spec
+
+
+def _resolve_device(parser: argparse.ArgumentParser, requested: str | None) -> str:
+    import torch
+
+    if requested is None:
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cpu":
+        return requested
+    kind, _, index = requested.partition(":")
+    if kind != "cuda" or (index and not index.isdigit()):
+        parser.error(f"--device {requested!r} is not cpu, cuda or cuda:N")
+    if not torch.cuda.is_available():
+        parser.error(f"--device {requested}: no CUDA device is available; use --device cpu")
+    if index and int(index) >= torch.cuda.device_count():
+        parser.error(f"--device {requested}: only {torch.cuda.device_count()} CUDA device(s) are visible")
+    return requested if index else "cuda:0"  # libraries compare device strings, so name the index
+
+
+def _check_checkpoint(parser: argparse.ArgumentParser, path: Path, ml_framework: str) -> None:
+    from rlscale.rl.common import check_weights_only
+
+    if path.is_dir():
+        parser.error(
+            f"--resume {path}: is a directory; name the checkpoint file in it (e.g. model_<iteration>.pt), or pass "
+            "--resume auto to continue the latest run"
+        )
+    if not path.is_file():
+        parser.error(f"--resume {path}: no such checkpoint file")
+    try:
+        check_weights_only(path, ml_framework)
+    except ValueError as error:
+        cause = type(error.__cause__).__name__ if error.__cause__ else "ValueError"
+        parser.error(
+            f"--resume {path}: cannot be loaded as weights only ({cause}: damaged, or pickles more than tensors); "
+            "pass a checkpoint that the library wrote (model_<iteration>.pt, agent_<timestep>.pt|.pickle)"
+        )
+
+
+def apply_override(cfg: dict, override: str) -> None:
+    """Set ``cfg[a][b]... = value`` from ``"a.b=value"``; the key must exist, so a typo is an error, not a no-op.
+
+    Raises:
+        ValueError: for a malformed override or a key the config does not have.
+    """
+    key, sep, text = override.partition("=")
+    if not sep or not key:
+        raise ValueError("expected KEY=VALUE")
+    *parents, leaf = key.split(".")
+    node = cfg
+    for part in parents:
+        if not isinstance(node.get(part), dict):
+            raise ValueError(f"the agent config has no section {part!r}; sections here: {_sections(node)}")
+        node = node[part]
+    if leaf not in node:
+        raise ValueError(f"the agent config has no key {key!r}; keys here: {', '.join(map(str, node))}")
+    node[leaf] = parse_value(text)
+
+
+def _sections(node: dict) -> str:
+    return ", ".join(str(name) for name, value in node.items() if isinstance(value, dict)) or "none"

@@ -1,0 +1,66 @@
+"""Where a run starts: its directory, the checkpoint it continues from, and its base seed."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+from pathlib import Path
+
+from rlscale.dist import RUN_TIMESTAMP_ENV
+from rlscale.resume import AUTO, latest_run, newest_loadable
+from rlscale.run.spec import RunSpec
+
+
+def run_directory(spec: RunSpec) -> Path:
+    """``<log_root>/<rl_library>/<task>/<timestamp>[_<run_name>]``, rank 0's; other ranks write in its ``rank_<r>/``.
+
+    With ``--resume auto`` it is the latest existing run directory of this run name, if any, so that a rerun continues
+    in place: its checkpoints, TensorBoard events and console log go on in the same directory.
+    """
+    runs_root = Path(spec.log_root, spec.rl_library, spec.task)
+    if spec.resume == AUTO and (latest := latest_run(runs_root, spec.run_name, spec.ml_framework)) is not None:
+        return latest
+    stamp = os.environ.get(RUN_TIMESTAMP_ENV) or datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    return runs_root / (f"{stamp}_{spec.run_name}" if spec.run_name else stamp)
+
+
+def auto_resume(
+    adapter, run_dir: Path, agent_cfg: dict, ml_framework: str, total: int, report: bool
+) -> tuple[Path | None, int]:
+    """``--resume auto``: the newest checkpoint in ``run_dir`` that loads and leaves iterations to train.
+
+    Args:
+        adapter: The library's adapter, which knows where its checkpoints are.
+        run_dir: Rank 0's run directory, which holds the checkpoints.
+        agent_cfg: The agent config.
+        ml_framework: torch or jax.
+        total: The run's total iterations.
+        report: Print the choice (rank 0 only, so that a job says it once).
+
+    Returns:
+        The checkpoint (None: start from scratch) and the iterations it had finished.
+    """
+
+    def skipped(path: Path, error: ValueError) -> None:
+        if report:
+            cause = error.__cause__ or error
+            reason = next(iter(str(cause).splitlines()), "")  # torch's weights-only errors run to many lines
+            why = f"it cannot be loaded ({type(cause).__name__}: {reason})"
+            print(f"[rlscale] --resume auto: skipping {path}, {why}", file=sys.stderr)
+
+    candidates = adapter.find_checkpoints(run_dir, agent_cfg, ml_framework)
+    checkpoint = newest_loadable(candidates, ml_framework, total, skipped)
+    start = adapter.checkpoint_iteration(checkpoint, agent_cfg) if checkpoint else 0
+    if report:
+        found = f"continuing from {checkpoint.name} ({start}/{total})" if checkpoint else "starting from scratch"
+        print(f"[rlscale] --resume auto: {found} in {run_dir}", flush=True)
+    return checkpoint, start
+
+
+def resolve_seed(spec: RunSpec) -> int:
+    """The base seed: ``--seed``, else the agent config's (rl_games keeps it under ``params``)."""
+    if spec.seed is not None:
+        return spec.seed
+    agent_cfg = spec.agent_cfg
+    return int(agent_cfg.get("seed", agent_cfg.get("params", {}).get("seed")))

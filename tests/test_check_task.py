@@ -1,0 +1,162 @@
+"""`rlscale check_task`: every shipped task keeps the VecTask contract, and each kind of breach is named in one line.
+
+The broken tasks are small subclasses of the example pendulum (examples/pendulum_task), each breaking one rule, in a
+module that the ``module:Task-Id`` form imports from a temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from example_task import EXAMPLE_TASK, ensure_example_installed
+
+FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+
+BROKEN_TASKS = textwrap.dedent(
+    """
+    import torch
+    from pendulum_task.env import PendulumSwingup
+    from rlscale.tasks import register_task
+
+
+    class WrongShape(PendulumSwingup):
+        def step(self, actions):
+            observations, reward, terminated, truncated, extras = super().step(actions)
+            return observations, reward.unsqueeze(1), terminated, truncated, extras
+
+
+    class HostSync(PendulumSwingup):
+        def step(self, actions):
+            outputs = super().step(actions)
+            if outputs[3].any():  # a Python branch on device data: bool() waits for the device
+                pass
+            return outputs
+
+
+    class BothDone(PendulumSwingup):
+        def step(self, actions):
+            observations, reward, terminated, truncated, extras = super().step(actions)
+            return observations, reward, truncated.clone(), truncated, extras
+
+
+    class LongerThanItSays(PendulumSwingup):
+        def __init__(self, cfg):
+            super().__init__(cfg)
+            self.max_episode_length = 150
+
+        def step(self, actions):
+            self.max_episode_length = 200  # it truncates at 200 all the same
+            try:
+                return super().step(actions)
+            finally:
+                self.max_episode_length = 150
+
+
+    class IgnoresSeed(PendulumSwingup):
+        def __init__(self, cfg):
+            super().__init__(cfg)
+            self.generator.manual_seed(0)
+            self.reset()
+
+
+    for name in ("WrongShape", "HostSync", "BothDone", "LongerThanItSays", "IgnoresSeed"):
+        register_task(name, f"{__name__}:{name}", "pendulum_task.env:PendulumCfg", {}, package=__name__)
+    """
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def example_installed() -> None:
+    ensure_example_installed()
+
+
+def check_task(*args: str, pythonpath: str = "", timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "XLA_FLAGS": FAST_COMPILE}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (pythonpath, env.get("PYTHONPATH"))))
+    command = [sys.executable, "-m", "rlscale", "check_task", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def violations(output: str) -> list[str]:
+    return [line.removeprefix("VIOLATION ") for line in output.splitlines() if line.startswith("VIOLATION ")]
+
+
+@pytest.mark.parametrize("task_id", ["Isaac-Cartpole", "Isaac-Cartpole-Direct", "Pendulum-Swingup"])
+def test_shipped_tasks_conform(task_id):
+    result = check_task(task_id, "--num_envs", "8")
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"check_task {task_id} on cpu, 8 envs" and lines[-1] == "conforms"
+    assert not violations(result.stdout)
+    assert any(line.startswith("throughput: ") and "env steps/s (eager)" in line for line in lines)
+
+
+@pytest.mark.slow
+def test_ant_conforms():
+    """Rlscale-Ant on MJX (about 20 s on CPU: one compile, shared by the checked builds)."""
+    result = check_task("Rlscale-Ant", "--num_envs", "4", timeout=600)
+    if "needs MuJoCo MJX" in result.stderr:
+        pytest.skip("mujoco.mjx not installed (pip install 'rlscale[mjx]')")
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    assert result.stdout.splitlines()[-1] == "conforms"
+
+
+@pytest.fixture(scope="module")
+def broken_tasks(tmp_path_factory) -> str:
+    folder = tmp_path_factory.mktemp("broken")
+    (folder / "broken_tasks.py").write_text(BROKEN_TASKS)
+    return str(folder)
+
+
+@pytest.mark.parametrize(
+    ("task", "violation"),
+    [
+        ("WrongShape", "step reward: has shape (8, 1), expected (8,)"),
+        ("HostSync", "host sync: step calls aten._local_scalar_dense.default, which waits for the device"),
+        ("BothDone", "step: terminated and truncated are both set for one env (first at step 199)"),
+        ("LongerThanItSays", "max_episode_length: an episode ran 151 steps; max_episode_length is 150"),
+        ("IgnoresSeed", "determinism: seeds 0 and 1 gave the same trajectory"),
+    ],
+)
+def test_a_broken_task_fails_naming_its_violation(broken_tasks, task, violation):
+    """Exit 1, and the breach is the one violation reported (each on its own line)."""
+    result = check_task(f"broken_tasks:{task}", "--num_envs", "8", pythonpath=broken_tasks)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert violations(result.stdout) == [violation]
+    assert result.stdout.splitlines()[-1] == "1 violation(s)"
+
+
+def test_an_unknown_task_is_a_usage_error():
+    result = check_task("No-Such-Task")
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1].startswith("rlscale check_task: error: unknown task 'No-Such-Task'")
+
+
+def test_the_example_is_its_own_distribution():
+    """The example installs as a user's package would: its own distribution, outside rlscale's source tree."""
+    import importlib.metadata
+
+    import pendulum_task
+
+    distribution = importlib.metadata.distribution("rlscale-pendulum-task")
+    assert [entry.value for entry in distribution.entry_points.select(group="rlscale.tasks")] == ["pendulum_task"]
+    assert os.path.realpath(pendulum_task.__file__).startswith(os.path.realpath(EXAMPLE_TASK))
+
+
+def test_the_documented_minimal_task_conforms(tmp_path):
+    """docs/tasks.md's minimal task and its registration, as printed there, pass check_task."""
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "tasks.md").read_text()
+    env = re.search(r"A point on a line.*?```python\n(.*?)```", docs, re.S)
+    registration = re.search(r"### Register it.*?```python\n(.*?)```", docs, re.S)
+    assert env and registration, "docs/tasks.md no longer has the minimal task and its registration"
+    (tmp_path / "my_tasks").mkdir()
+    (tmp_path / "my_tasks" / "env.py").write_text(env[1])
+    (tmp_path / "my_tasks" / "__init__.py").write_text(registration[1])
+    result = check_task("my_tasks:My-Reach", "--num_envs", "8", pythonpath=str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
