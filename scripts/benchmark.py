@@ -7,13 +7,13 @@ Usage: benchmark.py --workflow W --world_size N --device D [--granted_gpus G | -
 
 import sys
 
-from rlscale.launch.command import BENCHMARK_WORKFLOWS
+from rlscale.benchmark.records import WORKFLOWS
 from rlscale.study.job_args import job_parser, parse_job_args
 from rlscale.study.stages import benchmark
 
 if __name__ == "__main__":
     parser = job_parser(__doc__.splitlines()[0])
-    parser.add_argument("--workflow", choices=BENCHMARK_WORKFLOWS, required=True)
+    parser.add_argument("--workflow", choices=tuple(WORKFLOWS), required=True)
     args, benchmark_args = parse_job_args(parser, sys.argv[1:])
     sys.exit(
         benchmark(

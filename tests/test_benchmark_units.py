@@ -171,3 +171,11 @@ class TestMedianInterval:
         _, low99, high99 = median_interval(values, confidence=0.99)
         assert low99 <= low90 and high90 <= high99 and (low99, high99) != (low90, high90)
         assert median_interval(values, seed=3) == median_interval(values, seed=3)
+
+
+def test_schema_lists_every_workflow():
+    """``bundle.schema.json`` cannot import Python, so it lists the workflows itself; this keeps it to the records."""
+    from rlscale.benchmark.records import WORKFLOWS
+
+    workflow = bundles.schema()["properties"]["run"]["properties"]["workflow"]
+    assert workflow["enum"] == list(WORKFLOWS)

@@ -160,3 +160,22 @@ def test_the_documented_minimal_task_conforms(tmp_path):
     (tmp_path / "my_tasks" / "__init__.py").write_text(registration[1])
     result = check_task("my_tasks:My-Reach", "--num_envs", "8", pythonpath=str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (None, "--xla_gpu_deterministic_ops=true"),
+        (FAST_COMPILE, f"{FAST_COMPILE} --xla_gpu_deterministic_ops=true"),
+        ("--xla_gpu_deterministic_ops=false", "--xla_gpu_deterministic_ops=false"),  # the user's own choice wins
+    ],
+)
+def test_check_task_asks_xla_for_deterministic_kernels(monkeypatch, before, after):
+    from rlscale.tasks.conformance import use_deterministic_kernels
+
+    if before is None:
+        monkeypatch.delenv("XLA_FLAGS", raising=False)
+    else:
+        monkeypatch.setenv("XLA_FLAGS", before)
+    use_deterministic_kernels()
+    assert os.environ["XLA_FLAGS"] == after

@@ -311,7 +311,10 @@ BENCHMARKS = [
     # 3.0: uv run isaaclab benchmark startup_multigpu --task Isaac-Cartpole --num_gpus 2
     pytest.param(
         "CUDA_VISIBLE_DEVICES=0,1,2,3 rlscale benchmark startup_multigpu --task Isaac-Cartpole --num_gpus 2 --dry_run",
-        [*TORCHRUN, "2", *RANK0, BENCH, "--workflow", "startup", "--task", "Isaac-Cartpole", "--distributed"],
+        [
+            *(*TORCHRUN, "2", *RANK0, BENCH, "--workflow", "startup", "--rl_library", "rsl_rl"),
+            *("--task", "Isaac-Cartpole", "--distributed"),
+        ],
         id="startup",
     ),
     # 3.0: uv run isaaclab benchmark runtime_multigpu --task Isaac-Cartpole --num_envs 4096

@@ -525,7 +525,7 @@ class TestForwarding:
 class TestBenchmarkCfg:
     def test_training_workflow(self):
         """benchmark training_multigpu puts --workflow training before the library and forwarded args."""
-        cfg = benchmark_launcher_cfg("training")
+        cfg = benchmark_launcher_cfg("training", uses_library=True)
         tail = resolve(["--rl_library", "rl_games", "--num_envs", "64"], cfg=cfg)[7:]
         assert tail == [
             WORKER_SCRIPT,
@@ -540,21 +540,25 @@ class TestBenchmarkCfg:
         assert cfg.prog == "rlscale benchmark training_multigpu"
 
     @pytest.mark.parametrize("workflow", ["runtime", "startup_multigpu", "startup-multigpu"])
-    def test_non_training_workflows_have_no_library(self, workflow):
-        """Only training offers --rl_library; suffixed names are accepted."""
-        cfg = benchmark_launcher_cfg(workflow)
+    def test_workflows_without_library_offer_none(self, workflow):
+        """A workflow that runs no library offers no --rl_library; suffixed names are accepted."""
+        cfg = benchmark_launcher_cfg(workflow, uses_library=False)
         assert cfg.rl_libraries == () and resolve([], cfg=cfg)[-4:-1] == [WORKER_SCRIPT, "--workflow", workflow[:7]]
 
-    def test_unknown_workflow(self):
-        """A workflow without a multi-GPU variant raises ValueError listing the valid ones."""
-        with pytest.raises(ValueError, match="play"):
-            benchmark_launcher_cfg("play")
+    def test_records_decide_the_library_option(self):
+        """benchmark/cli.py passes each record's uses_library: training and startup offer --rl_library, runtime not."""
+        from rlscale.benchmark.records import WORKFLOWS
+
+        offered = {
+            name: bool(benchmark_launcher_cfg(name, uses_library=workflow.uses_library).rl_libraries)
+            for name, workflow in WORKFLOWS.items()
+        }
+        assert offered == {"startup": True, "runtime": False, "training": True}
 
     def test_jax_rejected(self, capsys):
         """Benchmarks do not support skrl JAX."""
-        err = error_of(
-            capsys, ["--rl_library", "skrl", "--ml_framework", "jax"], cfg=benchmark_launcher_cfg("training")
-        )
+        cfg = benchmark_launcher_cfg("training", uses_library=True)
+        err = error_of(capsys, ["--rl_library", "skrl", "--ml_framework", "jax"], cfg=cfg)
         assert "does not support skrl with --ml_framework jax" in err
 
     def test_cfg_is_frozen(self):

@@ -75,7 +75,7 @@ def test_agent_entry_points_are_isaac_lab_names_of_one_library():
 
 def test_launchers_offer_every_library():
     """--rl_library of train_multigpu and benchmark training_multigpu accepts exactly the registered libraries."""
-    for cfg in (TRAIN_MULTIGPU, benchmark_launcher_cfg("training")):
+    for cfg in (TRAIN_MULTIGPU, benchmark_launcher_cfg("training", uses_library=True)):
         action = next(action for action in build_parser(cfg)._actions if action.dest == "rl_library")
         assert list(action.choices) == LIBRARIES
 

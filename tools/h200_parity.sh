@@ -16,7 +16,7 @@ study=parity_h200
 mkdir -p "$out"
 source tools/h200_env.sh
 started=$(date +%s)
-timeout --kill-after=20 "$budget" python3 -m snakemake --workflow-profile workflow/profiles/default --cores all \
+timeout --kill-after=20 "$budget" python3 -m snakemake --keep-going --workflow-profile workflow/profiles/default --cores all \
   --resources gpu=2 --configfile config/config.yaml config/parity_h200.yaml -- "results/$study/parity.csv" \
   > "$out/snakemake.log" 2>&1
 echo "snakemake exit $? after $(( $(date +%s) - started )) s"

@@ -27,7 +27,7 @@ def launch(workflow: Workflow, argv: list[str]) -> int:
     """``<workflow>_multigpu``: refuse bad arguments here, in one line, then hand the job to the launcher."""
     from rlscale.launch.run import Launch, resolve_launch, start_launch
 
-    cfg = benchmark_launcher_cfg(workflow.name, WORKER)
+    cfg = benchmark_launcher_cfg(workflow.name, WORKER, uses_library=workflow.uses_library)
     refuse_early(workflow, argv)
     resolved = resolve_launch(argv, cfg, os.environ, launcher_check(workflow, cfg))
     if not resolved.spec.options.get("peer"):

@@ -36,8 +36,11 @@ NOT_MIRRORED = {
     "agent": "--agent: the peer trains with the task's agent config as shipped",
     "resume": "--resume: the peer trains from scratch",
     "sync_check_interval": "--sync_check_interval: the rank-sync audit adds rlscale-only work to the timed iterations",
+    "lr_scaling": "--lr_scaling: the peer trains with the agent config's learning rate, unscaled",
+    "normalizer_sync": "--sync_normalizer: the peer keeps each rank's normalizer statistics its own",
 }
-"""rlscale options the peer cannot mirror; ``--peer`` refuses them, with the reason."""
+"""rlscale options (by their ``dest``) the peer cannot mirror; ``--peer`` refuses any of them set to other than its
+default, with the reason."""
 
 
 class PeerMismatch(ValueError):

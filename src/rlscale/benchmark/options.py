@@ -102,7 +102,7 @@ def _check_peer_args(parser: argparse.ArgumentParser, args: argparse.Namespace, 
     if args.ml_framework == "jax":
         parser.error("--peer: the peer baselines run skrl with PyTorch only; drop --ml_framework jax or --peer")
     for name, reason in NOT_MIRRORED.items():
-        if getattr(args, name):
+        if getattr(args, name) != parser.get_default(name):
             parser.error(f"--peer cannot mirror {reason}; drop one of the two")
     if args.overrides:
         parser.error(

@@ -19,7 +19,7 @@ from rlscale.benchmark.records import Workflow
 from rlscale.benchmark.resources import ResourceSampler, visible_cuda_devices
 from rlscale.benchmark.summary import summary_lines
 from rlscale.benchmark.workflows import Measurement
-from rlscale.dist import RankInfo, rank_device, rank_info
+from rlscale.dist import RankInfo, global_env_steps, rank_device, rank_info
 from rlscale.run.spec import RunSpec
 from rlscale.run.start import resolve_seed
 
@@ -53,7 +53,7 @@ def peer_workload(spec: RunSpec, measurement: Measurement, rank: RankInfo) -> di
         "world_size": rank.world_size,
         "num_envs_per_rank": measurement.num_envs_per_rank,
         "max_iterations": measurement.max_iterations,
-        "steps_per_iteration": rollout * measurement.num_envs_per_rank * rank.world_size,
+        "steps_per_iteration": global_env_steps(rollout, measurement.num_envs_per_rank, rank.world_size),
         "cuda_graph": not spec.no_cuda_graph,
     }
 

@@ -19,7 +19,7 @@ from typing import NoReturn
 
 from rlscale.benchmark.comparison import peer_section
 from rlscale.benchmark.stats import ema, finite_or_none, mean_std, rate_stats
-from rlscale.dist import RankInfo
+from rlscale.dist import RankInfo, global_env_steps
 from rlscale.heartbeat import beat
 from rlscale.run.phases import execute
 from rlscale.run.rank import join_process_group, place_rank
@@ -263,7 +263,7 @@ def run_training(measurement: Measurement, spec: RunSpec, rank: RankInfo) -> Non
             runtime["peer"] = peer_section(measurement.peer, iteration_s, warmup, rlscale_env_step)
         if not tracked:
             return
-        steps = tracked[0].steps_per_iteration * tracked[0].num_envs * rank.world_size
+        steps = global_env_steps(tracked[0].steps_per_iteration, tracked[0].num_envs, rank.world_size)
         runtime.update(training_figures(records, steps, warmup), steps_per_iteration=steps)
         runtime["iterations_completed"] = len(records)
         measurement.learning = learning_curves(records, ema_alpha, steps)

@@ -32,9 +32,6 @@ SKRL_JAX_ARGS = ("nnodes", "node_rank", "coordinator_address")
 TORCHRUN_ONLY_ARGS = tuple(name for name in TORCHRUN_ARGS if name not in SKRL_JAX_ARGS)
 """Options skrl's JAX launcher has no equivalent for, refused with it (``--log_all_ranks`` is only a no-op there)."""
 
-BENCHMARK_WORKFLOWS = ("startup", "runtime", "training")
-"""Benchmark workflows that have a ``*_multigpu`` variant."""
-
 WORKER_SCRIPT = str(Path(__file__).resolve().with_name("worker.py"))
 """Script every rank runs."""
 
@@ -89,22 +86,20 @@ NCCL_PROBE = LauncherCfg(
 """The ``rlscale nccl_probe`` launcher (gloo with ``--device cpu``)."""
 
 
-def benchmark_launcher_cfg(workflow: str, worker_script: str = WORKER_SCRIPT) -> LauncherCfg:
+def benchmark_launcher_cfg(workflow: str, worker_script: str = WORKER_SCRIPT, *, uses_library: bool) -> LauncherCfg:
     """Return the launcher of ``rlscale benchmark <workflow>_multigpu``.
 
-    ``workflow`` is one of :data:`BENCHMARK_WORKFLOWS`, optionally with a ``_multigpu``/``-multigpu`` suffix; every
-    rank runs ``worker_script --workflow <workflow>``. Only ``training`` offers ``--rl_library``; none supports skrl
-    JAX. Raises ``ValueError`` for a workflow without a multi-GPU variant.
+    ``workflow`` names one of the benchmark workflows (``rlscale.benchmark.records``, which this layer cannot read),
+    optionally with a ``_multigpu``/``-multigpu`` suffix; every rank runs ``worker_script --workflow <workflow>``.
+    ``uses_library`` (the workflow record's) decides whether it offers ``--rl_library``; none supports skrl JAX.
     """
     base = workflow.removesuffix("_multigpu").removesuffix("-multigpu")
-    if base not in BENCHMARK_WORKFLOWS:
-        raise ValueError(f"Benchmark workflow {workflow!r} has no multi-GPU variant; valid: {BENCHMARK_WORKFLOWS}.")
     return LauncherCfg(
         prog=f"rlscale benchmark {base}_multigpu",
         description=f"Run the {base} benchmark with one rank per GPU.",
         worker_script=worker_script,
         worker_prefix_args=("--workflow", base),
-        rl_libraries=tuple(ADAPTERS) if base == "training" else (),
+        rl_libraries=tuple(ADAPTERS) if uses_library else (),
         supports_jax=False,
     )
 

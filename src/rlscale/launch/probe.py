@@ -11,7 +11,7 @@ import sys
 import time
 
 from rlscale.argparsing import OneLineParser
-from rlscale.dist import rank_info
+from rlscale.dist import rank_cuda_index, rank_info
 from rlscale.run.rank import join_process_group
 
 NUM_ELEMENTS = 256 * 1024
@@ -36,7 +36,7 @@ def probe(argv: list[str]) -> int:
     args = parse_probe_args(argv)
     rank = rank_info()
     on_cpu = args.device == "cpu"
-    device = torch.device("cpu") if on_cpu else torch.device("cuda", rank.local_rank % torch.cuda.device_count())
+    device = torch.device("cpu") if on_cpu else torch.device("cuda", rank_cuda_index(rank, torch.cuda.device_count()))
     if not on_cpu:
         torch.cuda.set_device(device)
     join_process_group(rank, str(device))

@@ -15,6 +15,7 @@ from typing import TextIO
 
 import torch
 
+from rlscale.dist import global_env_steps
 from rlscale.tasks.base import Observations, VecTask
 
 METRIC_PREFIX = "Metrics/"
@@ -92,6 +93,11 @@ class TrackedTask(VecTask):
         self._last_means: list[float] = []
         self._started = time.perf_counter()  # made just before the library's training call
 
+    @property
+    def steps_per_iteration_globally(self) -> int:
+        """Env steps of one iteration over all ranks."""
+        return global_env_steps(self.steps_per_iteration, self.num_envs, self.world_size)
+
     episode_length_buf = property(
         lambda self: self.task.episode_length_buf,
         lambda self, value: setattr(self.task, "episode_length_buf", value),
@@ -157,7 +163,7 @@ class TrackedTask(VecTask):
             iteration_s=now - self._rollout_start,
             mean_return=self._last_means[0],
             mean_episode_length=self._last_means[1],
-            env_steps=(self._iteration + 1) * self.steps_per_iteration * self.num_envs * self.world_size,
+            env_steps=(self._iteration + 1) * self.steps_per_iteration_globally,
             elapsed_s=now - self._started,
             metrics=dict(zip(self._metric_keys, self._last_means[2:], strict=True)),
         )
@@ -168,7 +174,7 @@ class TrackedTask(VecTask):
             print(self._progress_line(record), file=self.stream, flush=True)
 
     def _progress_line(self, record: IterationRecord) -> str:
-        fps = self.steps_per_iteration * self.num_envs * self.world_size / max(record.iteration_s, 1e-9)
+        fps = self.steps_per_iteration_globally / max(record.iteration_s, 1e-9)
         recent = self.records[-10:]
         seconds_per_iteration = sum(r.iteration_s for r in recent) / len(recent)
         eta = max(0, self.total_iterations - self._iteration) * seconds_per_iteration

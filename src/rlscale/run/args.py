@@ -15,18 +15,13 @@ from rlscale.dist import rank_info
 from rlscale.faults import fault_from_environment
 from rlscale.resume import AUTO
 from rlscale.rl import ADAPTERS
+from rlscale.rl.rank_scaling import LR_SCALINGS
 
-ML_FRAMEWORKS = ("torch", "jax")
 RL_LIBRARIES = tuple(ADAPTERS)
-"""The libraries with an adapter (the task registry checks each task's configs against the same names)."""
-LR_SCALINGS = ("none", "linear", "sqrt")
-"""``--lr_scaling``: how the agent's learning rate follows the world size."""
-AGENT_ENTRY_POINTS = {
-    "rsl_rl_cfg_entry_point": "rsl_rl",
-    "rl_games_cfg_entry_point": "rl_games",
-    "skrl_cfg_entry_point": "skrl",
-    "skrl_ppo_cfg_entry_point": "skrl",
-}
+"""The libraries with an adapter, in ``ADAPTERS``' order (``--rl_library``'s choices)."""
+ML_FRAMEWORKS = tuple(dict.fromkeys(framework for library in ADAPTERS.values() for framework in library.ml_frameworks))
+"""Every ``--ml_framework`` some library trains with; :func:`check_options` checks the pair against ``ADAPTERS``."""
+AGENT_ENTRY_POINTS = {entry: name for name, library in ADAPTERS.items() for entry in library.agent_entry_points}
 """Isaac Lab's ``--agent`` entry-point names → the library whose default agent config (the task's PPO) they name."""
 OPTION_OF_ENV_FIELD = {
     "num_envs": "num_envs",
@@ -53,7 +48,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
         "(Isaac-Cartpole-v0) are accepted too",
     )
     parser.add_argument("--rl_library", default="rsl_rl", help=f"one of {', '.join(RL_LIBRARIES)} (default rsl_rl)")
-    parser.add_argument("--ml_framework", default="torch", help="torch or jax; jax only with --rl_library skrl")
+    parser.add_argument("--ml_framework", default="torch", help=_ml_framework_help())
     parser.add_argument("--num_envs", type=int, help="environments on this device (per rank when distributed)")
     parser.add_argument(
         "--max_iterations",
@@ -148,8 +143,11 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace, lau
         parser.error(f"--rl_library {args.rl_library!r} is not one of {', '.join(RL_LIBRARIES)}")
     if args.ml_framework not in ML_FRAMEWORKS:
         parser.error(f"--ml_framework {args.ml_framework!r} is not one of {', '.join(ML_FRAMEWORKS)}")
-    if args.ml_framework == "jax" and args.rl_library != "skrl":
-        parser.error(f"--ml_framework jax needs --rl_library skrl (got {args.rl_library})")
+    if args.ml_framework not in ADAPTERS[args.rl_library].ml_frameworks:
+        parser.error(
+            f"--ml_framework {args.ml_framework} needs --rl_library {_libraries_with(args.ml_framework)} "
+            f"(got {args.rl_library})"
+        )
     for flag in ("num_envs", "max_iterations", "checkpoint_interval", "cpu_threads"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             parser.error(f"--{flag} must be at least 1 (got {getattr(args, flag)})")
@@ -205,11 +203,23 @@ def _check_agent_entry_point(parser: argparse.ArgumentParser, name: str, rl_libr
             f"--agent {name}: expected KEY=VALUE or an Isaac Lab agent entry point: {', '.join(AGENT_ENTRY_POINTS)}"
         )
     if library != rl_library:
-        own = next(entry for entry, owner in AGENT_ENTRY_POINTS.items() if owner == rl_library)
+        own = ADAPTERS[rl_library].agent_entry_points[0]
         parser.error(
             f"--agent {name} names {library}'s agent config, but --rl_library is {rl_library}; "
             f"pass --rl_library {library}, or --agent {own}"
         )
+
+
+def _ml_framework_help() -> str:
+    """``torch or jax; jax only with --rl_library skrl``, from ``ADAPTERS``."""
+    limited = [f for f in ML_FRAMEWORKS if not all(f in library.ml_frameworks for library in ADAPTERS.values())]
+    only = [f"{framework} only with --rl_library {_libraries_with(framework)}" for framework in limited]
+    return "; ".join([" or ".join(ML_FRAMEWORKS), *only])
+
+
+def _libraries_with(ml_framework: str) -> str:
+    """The libraries that train with ``ml_framework``, as the fix an error line names (``skrl`` for jax)."""
+    return " or ".join(name for name, library in ADAPTERS.items() if ml_framework in library.ml_frameworks)
 
 
 def _resume_value(text: str) -> str | Path:

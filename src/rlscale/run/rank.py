@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from rlscale.dist import RankInfo, collective_timeout, isolate_own_gpu, rank_device, rank_info
+from rlscale.dist import RankInfo, collective_timeout, isolate_own_gpu, process_group_backend, rank_device, rank_info
 from rlscale.tasks import get_spec
 
 
@@ -50,5 +50,5 @@ def join_process_group(rank: RankInfo, device: str) -> None:
     """Join the job's process group (gloo for CPU ranks, NCCL for CUDA ones), with the job's collective timeout."""
     import torch.distributed as dist
 
-    backend = "gloo" if device == "cpu" else "nccl"
+    backend = process_group_backend(device)
     dist.init_process_group(backend, rank=rank.rank, world_size=rank.world_size, timeout=collective_timeout())

@@ -9,28 +9,24 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
 
-from rlscale.launch.gpus import nvidia_hardware_present, nvml_device_count, visible_gpu_count
-from rlscale.launch.ranks import gpus_needed_per_node
+from rlscale.launch.gpus import GpuCounter, nvidia_hardware_present, nvml_device_count, visible_gpu_count
+from rlscale.launch.ranks import GpuEvidence, gpus_needed_per_node
 from rlscale.tasks import UnknownTaskError, resolve_task_id
 
 DEVICES = ("auto", "cuda", "cpu")
 """Values of the config's ``device`` key."""
 
 
-HardwareProbe = Callable[[], str | None]
-"""Returns evidence that the host has NVIDIA GPUs (``/dev/nvidia0 exists``), or None."""
-
-
 def resolve_device(
     requested: str,
     environ: Mapping[str, str] | None = None,
-    nvml_count: Callable[[], int] = nvml_device_count,
-    hardware_probe: HardwareProbe = nvidia_hardware_present,
+    nvml_count: GpuCounter = nvml_device_count,
+    hardware_probe: GpuEvidence = nvidia_hardware_present,
 ) -> tuple[str, str]:
     """Return ``cuda`` or ``cpu`` and why, in one line for the study log and summary.
 
@@ -70,8 +66,8 @@ PARITY_TASK_KEYS = ("max_env_steps", "target", "num_envs_per_rank", "libraries")
 def effective_config(
     config: Mapping,
     environ: Mapping[str, str] | None = None,
-    nvml_count: Callable[[], int] = nvml_device_count,
-    hardware_probe: HardwareProbe = nvidia_hardware_present,
+    nvml_count: GpuCounter = nvml_device_count,
+    hardware_probe: GpuEvidence = nvidia_hardware_present,
 ) -> dict:
     """Return a copy of the validated config with ``device`` resolved (why in ``device_reason``) and, for ``auto`` on
     CPU, the fallback applied.
@@ -207,8 +203,8 @@ def validated_config(
     config: dict,
     schema_path: str | Path,
     environ: Mapping[str, str] | None = None,
-    nvml_count: Callable[[], int] = nvml_device_count,
-    hardware_probe: HardwareProbe = nvidia_hardware_present,
+    nvml_count: GpuCounter = nvml_device_count,
+    hardware_probe: GpuEvidence = nvidia_hardware_present,
 ) -> dict:
     """Validate the study config at parse time and return the effective one the rules read.
 

@@ -12,6 +12,7 @@ import itertools
 import math
 from collections.abc import Callable, Mapping
 
+from rlscale.dist import global_env_steps
 from rlscale.rl.agent_defaults import agent_cfg as default_agent_cfg
 from rlscale.rl.rank_scaling import LR_SCALINGS
 from rlscale.study.config import envs_for
@@ -86,7 +87,7 @@ def rollout_length(agent_cfg: Mapping, library: str) -> int:
 
 def parity_iterations(max_env_steps: float, rollout: int, num_envs: int, world_size: int) -> int:
     """Iterations that collect at least ``max_env_steps`` global env steps."""
-    return max(1, math.ceil(max_env_steps / (rollout * num_envs * world_size)))
+    return max(1, math.ceil(max_env_steps / global_env_steps(rollout, num_envs, world_size)))
 
 
 def parity_cells(

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rlscale.launch.command import forwarded_value
+from rlscale.launch.ranks import gpus_needed_per_node, ranks_per_node
 from rlscale.study.job_runner import GRANT_EXIT_CODE, launch, rlscale_command, run_leased, run_multinode
 from rlscale.study.verdict import validation_verdict
 
@@ -115,16 +116,20 @@ def probe(
     if nodes > 1 and os.environ.get("SLURM_NODEID", "0") != "0":
         # Global rank 0, on the first node, prints the report; other nodes must not truncate the shared file.
         command = rlscale_command("nccl_probe", *device_args)
-        return run_multinode(command, nodes=nodes, gpus_per_node=world_size // nodes, rdzv_port=rdzv_port)
+        return run_multinode(command, nodes=nodes, gpus_per_node=ranks_per_node(world_size, nodes), rdzv_port=rdzv_port)
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     with open(output, "w") as report:
         if nodes > 1:
             command = rlscale_command("nccl_probe", *device_args)
             return run_multinode(
-                command, nodes=nodes, gpus_per_node=world_size // nodes, rdzv_port=rdzv_port, stdout=report
+                command,
+                nodes=nodes,
+                gpus_per_node=ranks_per_node(world_size, nodes),
+                rdzv_port=rdzv_port,
+                stdout=report,
             )
         command = rlscale_command("nccl_probe", "--num_gpus", str(world_size), *device_args)
-        gpus = 0 if device == "cpu" else world_size
+        gpus = gpus_needed_per_node(world_size, device)
         return run_leased(command, gpus=gpus, granted=granted, world_size=world_size, stdout=report, rule="probe")
 
 

@@ -7,7 +7,8 @@ checked for:
 * auto-reset (a finished env's ``episode_length_buf`` restarts at 0, a running one's advances by 1, and
   ``extras["episode_length"]`` is the finished episode's length) and ``terminated``/``truncated`` never both set;
 * ``max_episode_length``: no episode runs longer; ``extras["log"]`` has the same keys on every step;
-* determinism: two builds with one seed step alike, a build with another seed differs;
+* determinism: two builds with one seed step alike, a build with another seed differs (with XLA's deterministic GPU
+  kernels, see :func:`use_deterministic_kernels`);
 * no host synchronisation inside ``step``: on every device no op that reads device data back (``item``, ``nonzero``,
   ``bool`` of a tensor...), and on CUDA ``torch.cuda.set_sync_debug_mode("error")`` as well;
 * ``graph_capturable`` (on CUDA, when claimed): a captured, replayed step gives the eager trajectory;
@@ -17,6 +18,7 @@ and its step throughput is measured at the given size. Each violation is one lin
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -88,8 +90,22 @@ class _SyncOps(TorchDispatchMode):
 Record = list[tuple[dict[str, torch.Tensor], ...]]
 
 
+def use_deterministic_kernels() -> None:
+    """Ask XLA for deterministic GPU kernels, unless ``XLA_FLAGS`` already decides.
+
+    Its scatters and reductions are not run-to-run deterministic: on an H200 two Rlscale-Ant builds with one seed
+    drifted apart by 2e-5 after one step, which would hide whether the task's own seeding reproduces a trajectory.
+    Training keeps XLA's faster default (``docs/tasks.md``). JAX reads the flag when its GPU backend starts, so this
+    must run before a JAX task is built in this process.
+    """
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "--xla_gpu_deterministic_ops" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_gpu_deterministic_ops=true".strip()
+
+
 def check_task(task_id: str, device: str = "cpu", num_envs: int = 16, seed: int = 0) -> Report:
     """Check a registered task against the contract; see the module docstring for what is checked."""
+    use_deterministic_kernels()
     expected = torch.device(device)
     if expected.type == "cuda" and expected.index is None:
         expected = torch.device("cuda", torch.cuda.current_device())
