@@ -238,16 +238,25 @@ def submitted_jobs(output: str) -> dict[str, dict]:
 
 class TestStudyOnSlurm:
     def test_outputs(self, study):
-        """validate -> plan -> probe -> train -> benchmark -> aggregate ends with the table and the plots."""
+        """validate -> plan -> probe -> train -> benchmark -> aggregate ends with the table and the plots; the parity
+        runs end in parity.csv."""
         results = study.workdir / "results" / "ci_tiny"
-        for name in ["scaling.csv", "throughput.png", "efficiency.png", "learning_curves.png", "summary.md"]:
+        for name in [
+            "scaling.csv",
+            "throughput.png",
+            "efficiency.png",
+            "learning_curves.png",
+            "summary.md",
+            "parity.csv",
+        ]:
             assert (results / name).stat().st_size > 0, name
 
     def test_every_job_ran_as_a_slurm_job_with_its_resources(self, study):
         """The scheduler ran every non-local job to COMPLETED on n1 or n2, with the CPUs (threads) and memory
-        (mem_mb) that Snakemake declared for it; plan and aggregate (local rules) ran on the submit host."""
+        (mem_mb) that Snakemake declared for it; plan, aggregate and parity_aggregate (local rules) ran on the submit
+        host."""
         submitted = submitted_jobs(study.output)
-        assert {job["rule"] for job in submitted.values()} == {"validate", "probe", "train", "benchmark"}
+        assert {job["rule"] for job in submitted.values()} == {"validate", "probe", "train", "benchmark", "parity"}
         rows = squeue(submitted, "%i|%k|%T|%N|%C|%m")
         assert sorted(row[0] for row in rows) == sorted(submitted)
         print("\nSLURM jobs of the study (id, comment, state, node, CPUs, memory):")
