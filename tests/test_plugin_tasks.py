@@ -229,7 +229,11 @@ def test_a_tiny_study_includes_the_pendulum(tmp_path):
     """The CI study (CPU, rsl_rl, one world size here) with the pendulum next to Cartpole: validated (check_task
     included), trained and benchmarked, one scaling row each."""
     overlay = tmp_path / "pendulum.yaml"
-    overlay.write_text(f"study: ci_plugin\ntasks: [Isaac-Cartpole-Direct, {PENDULUM}]\nworld_sizes: [1]\n")
+    # No peer baseline and one parity seed: this test is about the task plug-in, and every job costs a process start.
+    overlay.write_text(
+        f"study: ci_plugin\ntasks: [Isaac-Cartpole-Direct, {PENDULUM}]\nworld_sizes: [1]\n"
+        "peer_baseline: false\nparity: {seeds: [1]}\n"
+    )
     command = [
         str(Path(sys.executable).with_name("snakemake")), "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path),
         "--workflow-profile", str(ROOT / "workflow" / "profiles" / "default"), "--cores", "2",
