@@ -176,6 +176,16 @@ def validate_schema(config: dict, schema_path: str | Path) -> None:
         raise StudyConfigError(f"config: {_schema_message(error)}")
 
 
+def _check_task_id(key: str, task: str) -> None:
+    """Refuse, naming ``key``, a task id the registry does not know or an alias of one."""
+    try:
+        registered = resolve_task_id(task)
+    except UnknownTaskError as error:
+        raise ValueError(f"{key}: {error}") from None
+    if registered != task:
+        raise ValueError(f"{key}: {task} is an alias of {registered}; write {registered}")
+
+
 def check_task_ids(config: Mapping) -> None:
     """Refuse task ids that are not registered, in ``tasks`` and the CPU fallback's (checked on a GPU host too), so
     that a typo stops the study at parse time rather than when its validate job runs. ``num_envs_per_task`` keys
@@ -191,12 +201,7 @@ def check_task_ids(config: Mapping) -> None:
     fallback = config.get("cpu_fallback") or {}
     for key, tasks in (("tasks", config["tasks"]), ("cpu_fallback.tasks", fallback.get("tasks", []))):
         for task in tasks:
-            try:
-                registered = resolve_task_id(task)
-            except UnknownTaskError as error:
-                raise ValueError(f"{key}: {error}") from None
-            if registered != task:
-                raise ValueError(f"{key}: {task} is an alias of {registered}; write {registered}")
+            _check_task_id(key, task)
 
 
 def validated_config(
@@ -289,12 +294,7 @@ def check_parity(study: Mapping, library_keys: list[str]) -> None:
     targets = parity.get("target") or {}
     for key in PARITY_TASK_KEYS:
         for task in parity.get(key) or {}:
-            try:
-                registered = resolve_task_id(task)
-            except UnknownTaskError as error:
-                raise ValueError(f"parity.{key}: {error}") from None
-            if registered != task:
-                raise ValueError(f"parity.{key}: {task} is an alias of {registered}; write {registered}")
+            _check_task_id(f"parity.{key}", task)
             if task not in targets:
                 raise ValueError(f"parity.{key}.{task}: {task} has no parity.target; add one or remove the entry")
     studied = [task for task in targets if task in study["tasks"]]
