@@ -315,10 +315,64 @@ class TestFailureStatus:
         assert math.isfinite(run.bundle["runtime"]["total_fps"]["mean"])  # the one post-warm-up iteration
 
 
+LIBRARIES = ("rsl_rl", "rl_games", "skrl")
+SEEDS_ITERATIONS = 6  # enough for every library to end episodes at 32 envs, so the curves hold numbers
+COLD_ONLY = ("python_imports", "task_config", "task_compile")
+
+
+def run_seeds(factory, workflow: str, library: str, *seed_args: str, ranks: int = 1) -> dict[int, dict]:
+    """A training benchmark of ``library`` with ``seed_args`` (``--seeds ...`` or ``--seed N``); bundles by seed."""
+    root = factory.mktemp(f"{workflow}_{library}")
+    args = ["--num_gpus", str(ranks)] if workflow.endswith("multigpu") else []
+    args += ["--task", TASK, "--device", "cpu", "--rl_library", library, "--max_iterations", str(SEEDS_ITERATIONS)]
+    args += ["--num_envs", str(RANK_ENVS), "--log_root", "logs", "--output_path", "out/seed{seed}.json", *seed_args]
+    result = rlscale("benchmark", workflow, *args, cwd=root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    bundles = {int(path.stem.removeprefix("seed")): json.loads(path.read_text()) for path in (root / "out").iterdir()}
+    if "--seeds" in seed_args:  # each repeat ran in a log root of its own
+        manifests = [path for path in (root / "logs").rglob("manifest.json") if "rank_" not in path.parent.name]
+        assert sorted(path.relative_to(root / "logs").parts[0] for path in manifests) == [
+            f"seed{seed}" for seed in sorted(bundles)
+        ]
+    return bundles
+
+
+class TestSeedsInOneProcess:
+    """`--seeds`: one warm process runs the cell once per seed, and each repeat is the run a fresh process makes."""
+
+    @pytest.mark.parametrize(("workflow", "ranks"), [("training", 1), ("training_multigpu", 2)])
+    @pytest.mark.parametrize("library", LIBRARIES)
+    def test_second_repeat_is_a_fresh_run(self, tmp_path_factory, workflow, ranks, library):
+        """Seed 2 after seed 1 in one process (one rank, or 2 gloo ranks sharing one process group) learns exactly
+        as a fresh process with seed 2: the libraries are deterministic on CPU, so any state left by the first
+        repeat (a global registry, an RNG, the process group) would show in the curve."""
+        warm = run_seeds(tmp_path_factory, workflow, library, "--seeds", "1", "2", ranks=ranks)
+        fresh = run_seeds(tmp_path_factory, workflow, library, "--seed", "2", ranks=ranks)
+        assert sorted(warm) == [1, 2] and all(validation_errors(bundle) == [] for bundle in warm.values())
+        assert warm[2]["learning"] == fresh[2]["learning"]
+        assert warm[1]["learning"] != warm[2]["learning"]  # the seed reached the run
+        assert math.isfinite(warm[2]["learning"]["ep_length"]["final_raw"])
+
+    def test_later_repeats_leave_cold_phases_null(self, tmp_path_factory):
+        """The first bundle times the process start; the second has null python_imports, task_config and
+        task_compile (paid once per process) but its own env creation and first iteration."""
+        bundles = run_seeds(tmp_path_factory, "training", "rsl_rl", "--seeds", "3", "1")
+        first, second = bundles[3]["runtime"]["startup_time_s"], bundles[1]["runtime"]["startup_time_s"]
+        assert first["python_imports"] > 0 and first["task_config"] > 0
+        assert [second[phase] for phase in COLD_ONLY] == [None, None, None]
+        assert second["env_creation"] > 0 and second["first_iteration"] > 0
+        assert [bundles[seed]["run"]["seed"] for seed in (3, 1)] == [3, 1]
+
+
 class TestRejections:
     @pytest.mark.parametrize(
         ("args", "message"),
         [
+            (["training", "--seed", "1", "--seeds", "2", "3"], "--seed and --seeds are exclusive"),
+            (["training", "--seeds", "2", "2"], "names a seed twice"),
+            (["training", "--seeds", "1", "2", "--peer"], "--peer runs with one seed per process"),
+            (["training_multigpu", "--seeds", "1", "2"], "must contain {seed} with several --seeds"),
+            (["startup", "--seeds", "1", "2"], "unrecognized arguments"),
             (["training_multigpu", "--video"], "rlscale has no renderer"),
             (["training_multigpu", "--capture_env_sensors", "1"], "no sensors"),
             (["training_multigpu", "--check_success"], "no success term"),

@@ -10,9 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from rlscale.launch.gpus import NVML_LIBRARY, nvidia_hardware_present, nvml_device_count, visible_gpu_count
+from rlscale.launch.gpus import (
+    NVML_LIBRARY,
+    NvmlError,
+    gpu_cpu_affinities,
+    nvidia_hardware_present,
+    nvml_device_count,
+    visible_gpu_count,
+)
 
-NVML_ERRORS = {9: b"Driver Not Loaded", 999: b"Unknown Error"}
+NVML_ERRORS = {9: b"Driver Not Loaded", 13: b"Not Found", 999: b"Unknown Error"}
 
 
 class FakeNvml:
@@ -34,6 +41,34 @@ class FakeNvml:
 
     def nvmlShutdown(self) -> int:
         self.calls.append("shutdown")
+        return 0
+
+
+class FakeAffinityNvml(FakeNvml):
+    """A fake NVML that also knows each GPU's handle (by index or UUID) and CPU affinity (a bitmask of words)."""
+
+    def __init__(self, affinities: dict[str, set[int]], uuids: dict[str, str] | None = None):
+        super().__init__(count=len(affinities))
+        self.affinities, self.uuids = affinities, uuids or {}
+        self.handles: list[str] = []
+
+    def _handle(self, gpu: str, reference) -> int:
+        self.handles.append(gpu)
+        reference._obj.value = len(self.handles)  # the c_void_p given by ctypes.byref
+        return 0
+
+    def nvmlDeviceGetHandleByIndex_v2(self, index, reference) -> int:
+        return self._handle(str(index.value), reference)
+
+    def nvmlDeviceGetHandleByUUID(self, uuid, reference) -> int:
+        gpu = self.uuids.get(uuid.value.decode())
+        return 13 if gpu is None else self._handle(gpu, reference)
+
+    def nvmlDeviceGetCpuAffinity(self, handle, size, words) -> int:
+        bits = ctypes.sizeof(ctypes.c_ulong) * 8
+        for cpu in self.affinities[self.handles[handle.value - 1]]:
+            assert cpu // bits < size.value
+            words[cpu // bits] |= 1 << cpu % bits
         return 0
 
 
@@ -81,6 +116,23 @@ class TestNvmlThroughCtypes:
         assert nvml_device_count(loader_of(FakeNvml(count=2))) == 2
         assert visible_gpu_count({}, lambda: nvml_device_count(loader_of(FakeNvml(count=3)))) == (3, "NVML")
         assert sys.modules["pynvml"] is None
+
+
+class TestGpuCpuAffinities:
+    def test_each_gpu_by_index_with_cpus_past_the_first_word(self):
+        library = FakeAffinityNvml({"0": {0, 1, 2}, "1": {64, 65, 127}})
+        assert gpu_cpu_affinities(["1", "0"], loader_of(library)) == [{64, 65, 127}, {0, 1, 2}]
+        assert library.calls[-1] == "shutdown"
+
+    def test_a_gpu_by_uuid(self):
+        library = FakeAffinityNvml({"0": {3}, "1": {7}}, uuids={"GPU-b": "1"})
+        assert gpu_cpu_affinities(["GPU-b"], loader_of(library)) == [{7}]
+
+    def test_a_mig_id_is_an_nvml_error_and_still_shuts_down(self):
+        library = FakeAffinityNvml({"0": {3}})
+        with pytest.raises(NvmlError, match="nvmlDeviceGetHandleByUUID failed with NVML error 13"):
+            gpu_cpu_affinities(["MIG-1c2d"], loader_of(library))
+        assert library.calls[-1] == "shutdown"
 
 
 class TestVisibleGpuCount:

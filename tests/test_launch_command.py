@@ -14,6 +14,7 @@ import pytest
 
 from rlscale.launch import command
 from rlscale.launch.command import (
+    NCCL_PROBE,
     TORCHRUN_ARGS,
     TORCHRUN_ONLY_ARGS,
     TRAIN_MULTIGPU,
@@ -575,6 +576,21 @@ def _run_python(code: str, environ: dict[str, str]) -> tuple[subprocess.Complete
     return result, time.perf_counter() - start
 
 
+class TestCpuBinding:
+    @pytest.mark.parametrize(
+        "cfg", [TRAIN_MULTIGPU, benchmark_launcher_cfg("training", uses_library=True)], ids=["train", "benchmark"]
+    )
+    def test_the_launchers_option_defaults_to_auto_and_is_not_forwarded(self, cfg):
+        assert parse_launcher_args(["--task", "X"], cfg, TWO_GPUS)[0].cpu_binding == "auto"
+        args, forwarded = parse_launcher_args(["--cpu_binding", "none", "--task", "X"], cfg, TWO_GPUS)
+        assert (args.cpu_binding, forwarded) == ("none", ["--task", "X"])
+
+    def test_the_nccl_probe_places_no_rank(self):
+        """The probe is the script one would write by hand: no option, so its ranks would be given the flag."""
+        args, forwarded = parse_launcher_args(["--cpu_binding", "none"], NCCL_PROBE, TWO_GPUS)
+        assert not hasattr(args, "cpu_binding") and forwarded == ["--cpu_binding", "none"]
+
+
 class TestDryRun:
     def test_output_round_trips_through_shlex(self, capsys, monkeypatch):
         """shlex.split of the printed line equals the built command, quotes and spaces included."""
@@ -584,16 +600,18 @@ class TestDryRun:
         out, err = capsys.readouterr()
         args, forwarded = parse_launcher_args(argv, TRAIN_MULTIGPU, TWO_GPUS)
         assert shlex.split(out) == build_launch_command(args, forwarded, TRAIN_MULTIGPU, TWO_GPUS)
-        assert out.count("\n") == 1 and err == ""
+        assert out.count("\n") == 1  # the CPU binding goes to stderr, one line per local rank
+        assert [line.split(": ")[1] for line in err.splitlines()] == ["local rank 0", "local rank 1"]
 
     def test_launch_goes_to_supervisor(self, capsys, monkeypatch):
         """Without --dry_run the command is announced on stderr and its exit code returned."""
         calls = []
         monkeypatch.setattr("rlscale.launch.supervise.run_supervised", lambda argv, **kwargs: calls.append(argv) or 5)
-        assert run_launcher(["--task", "X"], TRAIN_MULTIGPU, TWO_GPUS) == 5
+        assert run_launcher(["--task", "X", "--cpu_binding", "none"], TRAIN_MULTIGPU, TWO_GPUS) == 5
         err = capsys.readouterr().err.splitlines()
-        assert err[0] == f"[INFO] Launching distributed workers with: {shlex.join(calls[0])}"
-        assert err[1] == "[ERROR] 2 rank(s) never reported an exit status (reported: none)"
+        assert err[0] == "[INFO] cpu binding none: ranks left unbound"
+        assert err[1] == f"[INFO] Launching distributed workers with: {shlex.join(calls[0])}"
+        assert err[2] == "[ERROR] 2 rank(s) never reported an exit status (reported: none)"
 
     def test_dry_run_is_fast_and_torch_free(self):
         """main_train_multigpu --dry_run imports neither torch nor pynvml and finishes in < 0.3 s wall."""

@@ -1,13 +1,30 @@
 """The facts every layer derives from a rank's place in the job, each computed in one function: its device and
-backend (``rlscale.dist``), the global env steps of an iteration, and the ranks and GPUs per node of a study job
-(``rlscale.launch.ranks``)."""
+backend (``rlscale.dist``), its own GPU and CPU share, the global env steps of an iteration, and the ranks and GPUs per
+node of a study job (``rlscale.launch.ranks``)."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
+
 import pytest
 
-from rlscale.dist import RankInfo, global_env_steps, process_group_backend, rank_cuda_index, rank_device
+from rlscale.dist import (
+    PLACEMENT_ENV,
+    CpuShare,
+    NodePlacement,
+    RankInfo,
+    global_env_steps,
+    node_placement,
+    own_gpu_variables,
+    process_group_backend,
+    rank_cuda_index,
+    rank_device,
+    rank_info,
+)
 from rlscale.launch.ranks import gpus_needed_per_node, ranks_per_node
+from rlscale.run.rank import isolate_gpu_if_task_asks
+from rlscale.tasks import get_spec, registry
 
 SECOND_OF_FOUR = RankInfo(rank=1, local_rank=1, world_size=4, local_world_size=4)
 
@@ -54,3 +71,47 @@ class TestStudyJobs:
         assert gpus_needed_per_node(4, "cuda") == 4
         assert gpus_needed_per_node(16, "cuda", nodes=2) == 8
         assert gpus_needed_per_node(4, "cpu") == 0
+
+
+class TestOwnGpu:
+    """Every task's CUDA rank sees only its own GPU, as cuda:0, unless the task opts out (ranks_see_all_gpus)."""
+
+    @pytest.fixture
+    def rank_1_of_2(self, monkeypatch):
+        """Rank 1 of a 2-GPU job; the variables isolation changes are restored afterwards."""
+        for name, value in {"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
+        monkeypatch.setenv(
+            PLACEMENT_ENV, NodePlacement("auto", "nvml", (CpuShare((0,), 1), CpuShare((1,), 1))).to_json()
+        )
+        opted_out = dataclasses.replace(get_spec("Isaac-Cartpole"), task_id="Test-Shared-Gpus", ranks_see_all_gpus=True)
+        monkeypatch.setitem(registry._REGISTRY, opted_out.task_id, opted_out)
+
+    @pytest.mark.parametrize(
+        ("task", "framework", "expected"),
+        [
+            ("Isaac-Cartpole", "torch", ("6", "0", [1])),
+            ("Test-Shared-Gpus", "torch", ("4,6", "1", [0, 1])),
+            ("Isaac-Cartpole", "jax", ("4,6", "1", [0, 1])),  # jax.distributed binds skrl's JAX ranks
+        ],
+        ids=["default", "opted-out", "skrl-jax"],
+    )
+    def test_isolation_and_the_rank_own_cpu_share(self, rank_1_of_2, task, framework, expected):
+        isolate_gpu_if_task_asks(task, "cuda", framework)
+        placement = node_placement()
+        share = placement.share_of(rank_info().local_rank)
+        assert (
+            os.environ["CUDA_VISIBLE_DEVICES"],
+            os.environ["LOCAL_RANK"],
+            [s.cpus[0] for s in placement.shares],
+        ) == expected
+        assert share == CpuShare((1,), 1)  # the CPUs planned for local rank 1, whatever the rank is now called
+
+    def test_no_placement_is_narrowed_when_none_was_given(self):
+        assert own_gpu_variables({}, SECOND_OF_FOUR) == {"CUDA_VISIBLE_DEVICES": "1", "LOCAL_RANK": "0"}
+
+    def test_placement_round_trips_through_json(self):
+        placement = NodePlacement("auto", "nvml", (CpuShare((0, 1), 2), CpuShare((2, 3), 2)))
+        assert NodePlacement.from_json(placement.to_json()) == placement
+        assert placement.share_of(2) is None and NodePlacement("none", "none").share_of(0) is None

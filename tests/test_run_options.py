@@ -1,4 +1,5 @@
-"""``rlscale train --cpu_threads`` and ``--no_cuda_graph``: what a run does with them and what its manifest records.
+"""``rlscale train --cpu_threads``, ``--no_cuda_graph`` and ``--tf32``: what a run does with them and what its
+manifest records.
 
 One short CPU run in this process per case (:func:`rlscale.run.phases.execute`), the threads read from inside it.
 Whether the graph is used at all is decided by :func:`rlscale.tasks.graph.graphed_if_possible`
@@ -13,7 +14,7 @@ import signal
 import pytest
 import torch
 
-from rlscale.run.phases import execute
+from rlscale.run.phases import allow_tf32, execute
 from rlscale.run.spec import resolve_spec
 
 
@@ -55,3 +56,31 @@ def test_a_cpu_rank_defaults_to_one_thread(run):
 def test_no_cuda_graph_is_recorded(run, flag):
     _, manifest = run(*(["--no_cuda_graph"] if flag else []))
     assert manifest["args"]["no_cuda_graph"] is flag
+
+
+def test_tf32_is_recorded_and_a_no_op_on_the_cpu(run):
+    matmul = torch.backends.cuda.matmul.fp32_precision
+    _, manifest = run("--tf32")
+    assert manifest["args"]["tf32"] is True and manifest["speed_levers"]["tf32"] is False
+    assert torch.backends.cuda.matmul.fp32_precision == matmul
+
+
+def test_tf32_off_by_default(run):
+    _, manifest = run()
+    assert manifest["args"]["tf32"] is False and manifest["speed_levers"]["tf32"] is False
+
+
+@pytest.fixture
+def float32_precision():
+    """Restore torch's float32 matmul and cuDNN settings, which :func:`allow_tf32` changes for the process."""
+    matmul, cudnn = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    yield
+    torch.set_float32_matmul_precision(matmul)
+    torch.backends.cudnn.allow_tf32 = cudnn
+
+
+def test_tf32_on_a_cuda_rank_sets_torchs_switches(float32_precision):
+    """The switches are process-wide flags, set here without a GPU; torch applies them to CUDA kernels only."""
+    assert allow_tf32("cuda:0") is True
+    assert torch.backends.cuda.matmul.fp32_precision == "tf32" and torch.backends.cudnn.allow_tf32
+    assert torch.get_float32_matmul_precision() == "high"  # still answers: inductor's autotuning reads it

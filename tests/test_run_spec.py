@@ -19,7 +19,9 @@ CPU_RANKS = {"CUDA_VISIBLE_DEVICES": ""}
 @pytest.fixture
 def spec(tmp_path) -> RunSpec:
     argv = ["--task", "Isaac-Cartpole-v0", "--device", "cpu", "--log_root", str(tmp_path), "--lr_scaling", "sqrt"]
-    return resolve_spec([*argv, "--sync_normalizer", "agent.algorithm.gamma=0.9", "env.cart_pos_range=[-0.5, 0.5]"])
+    return resolve_spec(
+        [*argv, "--sync_normalizer", "--tf32", "agent.algorithm.gamma=0.9", "env.cart_pos_range=[-0.5, 0.5]"]
+    )
 
 
 def test_json_round_trip_keeps_every_field(spec):
@@ -30,6 +32,7 @@ def test_json_round_trip_keeps_every_field(spec):
 def test_manifest_records_the_options_and_typed_env_overrides(spec):
     args = spec.manifest_args()
     assert (args["lr_scaling"], args["normalizer_sync"], args["task_alias"]) == ("sqrt", True, "Isaac-Cartpole-v0")
+    assert args["tf32"] is True
     assert args["env_overrides"] == {"cart_pos_range": (-0.5, 0.5)}
     assert "agent_cfg" not in args
 

@@ -256,7 +256,14 @@ class TestStudyOnSlurm:
         (mem_mb) that Snakemake declared for it; plan, aggregate and parity_aggregate (local rules) ran on the submit
         host."""
         submitted = submitted_jobs(study.output)
-        assert {job["rule"] for job in submitted.values()} == {"validate", "probe", "train", "benchmark", "parity"}
+        assert {job["rule"] for job in submitted.values()} == {
+            "validate",
+            "probe",
+            "train",
+            "benchmark",
+            "benchmark_single_seed",
+            "parity",
+        }
         rows = squeue(submitted, "%i|%k|%T|%N|%C|%m")
         assert sorted(row[0] for row in rows) == sorted(submitted)
         print("\nSLURM jobs of the study (id, comment, state, node, CPUs, memory):")

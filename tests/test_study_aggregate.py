@@ -22,7 +22,8 @@ from rlscale.study.summary import markdown_table, write_study_outputs
 
 CSV_COLUMNS = [
     "task", "rl_library", "ml_framework", "num_envs_per_rank", "world_size", "n_runs", "global_fps_median",
-    "global_fps_iqr", "per_rank_fps_median", "speedup", "efficiency", "peer_ratio_median", "schema_version",
+    "global_fps_iqr", "per_rank_fps_median", "speedup", "speedup_low", "speedup_high", "efficiency", "efficiency_low",
+    "efficiency_high", "peer_ratio_median", "peer_ratio_low", "peer_ratio_high", "schema_version",
 ]  # fmt: skip
 """The columns of ``scaling.csv``, in order: the file's contract with its readers, spelled out here."""
 
@@ -175,6 +176,28 @@ class TestEfficiency:
         assert table["efficiency"].tolist() == pytest.approx([1.0, 2050 / (2 * 1100), 3300 / (4 * 1100)])
         assert table["per_rank_fps_median"].tolist() == pytest.approx([1100.0, 1025.0, 825.0])
 
+    def test_intervals_worked_out_by_hand(self):
+        """The bootstrap 95 % intervals of the table above, from the resampling distributions enumerated by hand.
+
+        Resampled with replacement, the two 2-rank seeds (2000, 2100) give a median of 2000 with probability 1/4; the
+        three 1-rank seeds (1000, 1100, 1200) give 1200 with probability 7/27 (two or three draws of 1200). So the
+        lowest speedup, 2000 / 1200, has probability 1/4 × 7/27 ≈ 6.5 %, more than the 2.5 % tail: it is the low
+        bound, and 2100 / 1000 the high one by symmetry. The single 4-rank run (3300) divides by the same 1-rank
+        extremes. Rank 1 is its own baseline: exactly 1. Were the seeds paired rather than resampled independently,
+        the bounds would differ.
+        """
+        bundles = [
+            *(make_bundle(fps, 1, seed=seed) for seed, fps in enumerate((1000.0, 1200.0, 1100.0))),
+            *(make_bundle(fps, 2, seed=seed) for seed, fps in enumerate((2000.0, 2100.0))),
+            make_bundle(3300.0, 4),
+        ]
+        table = scaling_table(frame_of(bundles))
+        assert table["speedup_low"].tolist() == pytest.approx([1.0, 2000 / 1200, 3300 / 1200])
+        assert table["speedup_high"].tolist() == pytest.approx([1.0, 2100 / 1000, 3300 / 1000])
+        assert table["efficiency_low"].tolist() == pytest.approx([1.0, 2000 / 1200 / 2, 3300 / 1200 / 4])
+        assert table["efficiency_high"].tolist() == pytest.approx([1.0, 2100 / 1000 / 2, 3300 / 1000 / 4])
+        pd.testing.assert_frame_equal(table, scaling_table(frame_of(bundles)))  # Seeded: regenerates identically.
+
     def test_baseline_is_per_env_count_and_library(self):
         """Each world size divides by the single rank of its own per-rank env count and library, never another's."""
         bundles = [
@@ -218,12 +241,15 @@ class TestEfficiency:
         ]
         table = scaling_table(frame_of(bundles))
         assert table["peer_ratio_median"].iloc[0] == pytest.approx(1.05)
-        assert math.isnan(table["peer_ratio_median"].iloc[1])
+        # Resampled medians of three ratios hit the smallest (0.9) or the largest (1.2) with probability 7/27 each.
+        assert (table["peer_ratio_low"].iloc[0], table["peer_ratio_high"].iloc[0]) == pytest.approx((0.9, 1.2))
+        assert table.loc[1, ["peer_ratio_median", "peer_ratio_low", "peer_ratio_high"]].isna().all()
 
     def test_no_single_rank_row_gives_nan(self):
         """Without a world-size-1 run there is nothing to divide by: efficiency is NaN, not a guess."""
         table = scaling_table(frame_of([make_bundle(1800.0, 2), make_bundle(3000.0, 4)]))
         assert table["efficiency"].isna().all()
+        assert table[["speedup_low", "speedup_high", "efficiency_low", "efficiency_high"]].isna().all().all()
         assert table["global_fps_median"].tolist() == [1800.0, 3000.0]
 
 
@@ -326,6 +352,9 @@ class TestStudyOutputs:
             assert out[name].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         summary = out["summary.md"].read_text()
         assert "| Isaac-Cartpole-Direct | rsl_rl | 64 | 2 | 2 | 1,250 |" in summary
+        assert "| 1 [1–1] |" in summary  # The 1-rank row: its speedup, quoted as median [low–high].
+        # Efficiency at 2 ranks: 1250 / 2000, its resampled medians spanning 900 / 2000 to 1600 / 2000.
+        assert "| 0.625 [0.45–0.8] |" in summary
         assert "runtime" in summary and "rank0" in summary
         assert "Why: device: auto chose cpu with the cpu_fallback sizes: no GPU visible (NVML)." in summary
 
@@ -387,11 +416,15 @@ class TestPlots:
         figure = scaling_figures(table)["efficiency"]
         figures.append(figure)
         axis = panels(figure)["Isaac-Cartpole-Direct, 64 envs/rank"]
-        lines = {line.get_label(): line for line in axis.get_lines()}
-        assert sorted(lines) == ["ideal", "rsl_rl", "skrl"]
-        assert lines["rsl_rl"].get_ydata().tolist() == pytest.approx([1.0, 1800 / (2 * 1100)])
-        assert lines["skrl"].get_ydata().tolist() == pytest.approx([1.0, 900 / (2 * 500)])
-        assert list(lines["ideal"].get_ydata()) == [1.0, 1.0]
+        lines = {container.get_label(): container for container in axis.containers}
+        assert sorted(lines) == ["rsl_rl", "skrl"]
+        assert lines["rsl_rl"].lines[0].get_ydata().tolist() == pytest.approx([1.0, 1800 / (2 * 1100)])
+        assert lines["skrl"].lines[0].get_ydata().tolist() == pytest.approx([1.0, 900 / (2 * 500)])
+        # The bars span the bootstrap interval: the 1-rank seeds 1000 and 1200 bound the 2-rank run's efficiency.
+        rank2_bar = lines["rsl_rl"].lines[2][0].get_segments()[1]
+        assert rank2_bar.ravel().tolist() == pytest.approx([2, 1800 / 1200 / 2, 2, 1800 / 1000 / 2])
+        ideal = [line for line in axis.get_lines() if line.get_label() == "ideal"]
+        assert len(ideal) == 1 and list(ideal[0].get_ydata()) == [1.0, 1.0]
         assert axis.get_xlabel() == "world size (GPUs)" and axis.get_ylabel() == "efficiency vs N × single rank"
 
     def test_learning_curves_one_line_per_world_size(self, figures):

@@ -28,6 +28,7 @@ from rlscale.study.config import (
 )
 from rlscale.study.job_runner import GRANT_EXIT_CODE, multinode_args, run_leased, run_multinode
 from rlscale.study.lease import LeaseError, acquire
+from rlscale.study.stages import runs_per_seed
 from rlscale.study.verdict import validation_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,6 +43,8 @@ BASE = {
     "seeds": [1, 2, 3],
     "iterations": {"validate": 20, "train": 150, "benchmark": 50},
     "warmup_iterations": 5,
+    "peer_baseline": False,
+    "agent_overrides": {},
     "gpus_per_node": 8,
     "cpu_fallback": {"world_sizes": [1, 2], "iterations": {"benchmark": 8}, "warmup_iterations": 1},
 }
@@ -250,6 +253,33 @@ class TestCheckConfig:
         """The base config passes (the checks above are not blanket refusals)."""
         check_config({**BASE, "device": "cuda"})
 
+    def test_peer_baseline_cannot_mirror_agent_overrides(self):
+        """The peer trains the shipped agent config: overrides with the peer are refused at parse time, not by every
+        benchmark job later."""
+        config = {**BASE, "device": "cuda", "peer_baseline": True, "agent_overrides": {"rsl_rl": ["--tf32"]}}
+        with pytest.raises(ValueError, match="^peer_baseline with agent_overrides"):
+            check_config(config)
+        check_config({**config, "agent_overrides": {"rsl_rl": []}})
+
+    @pytest.mark.parametrize(
+        ("overrides", "accepted"),
+        [
+            ({"rsl_rl": ["agent.algorithm.learning_rate=0.001", "--tf32", "--cpu_threads=2"]}, True),
+            ({"rsl_rl": ["--cpu_threads", "2"]}, False),  # one argument per entry: a bare value is refused
+            ({"rsl_rl": ["env.num_envs=8"]}, False),
+            ({"sb3": []}, False),
+        ],
+    )
+    def test_agent_overrides_schema(self, overrides, accepted):
+        """agent_overrides takes agent.KEY=VALUE and --flag[=VALUE] entries of the study's library names only."""
+        config = {**yaml.safe_load((ROOT / "config" / "config.yaml").read_text()), "agent_overrides": overrides}
+        resolve = lambda: validated_config(config, SCHEMA, NO_GPU, nvml_count=no_nvml, hardware_probe=no_hardware)  # noqa: E731
+        if accepted:
+            assert resolve()["agent_overrides"] == overrides
+        else:
+            with pytest.raises(StudyConfigError, match="agent_overrides"):
+                resolve()
+
     def test_per_task_sizes_of_an_unknown_task(self):
         """A num_envs_per_task key that is not in tasks is refused in one line naming the key and the fix."""
         config = {**BASE, "device": "cuda", "tasks": ["A"], "num_envs_per_task": {"A": [8], "Antt": [16]}}
@@ -457,3 +487,42 @@ class TestMultiNode:
         code = run_multinode(["true"], nodes=2, gpus_per_node=4, rdzv_port=29400, environ={"SLURM_NNODES": "1"})
         assert code == GRANT_EXIT_CODE
         assert "needs 2 nodes × 4 GPUs but the allocation has 1 node(s)" in capsys.readouterr().err
+
+
+class TestBenchmarkRunsPerSeed:
+    CELL = ["--task", "T", "--seeds", "1", "2", "3", "--device", "cuda", "--output_path", "out/seed{seed}.json"]
+
+    def test_a_cell_is_one_run(self):
+        """Without the peer, every seed runs in one warm process."""
+        assert runs_per_seed(self.CELL) == [self.CELL]
+
+    def test_peer_runs_one_process_per_seed(self):
+        """The peer is a cold process, so with it the cell runs once per seed, each with that seed alone."""
+        runs = runs_per_seed([*self.CELL, "--peer"])
+        assert runs == [[*self.CELL[:3], seed, *self.CELL[6:], "--peer"] for seed in ("1", "2", "3")]
+
+
+JAX_CACHE_PROBE = """
+import sys
+from jax import jit, monitoring
+from rlscale.tasks.mjx.backend import use_compile_cache
+hits = []
+monitoring.register_event_listener(lambda event, **_: hits.append(event == "/jax/compilation_cache/cache_hits"))
+use_compile_cache(sys.argv[1])
+jit(lambda x: x * 2 + 1)(3.0)
+print(sum(hits))
+"""
+
+
+def test_second_process_loads_the_jax_compile_cache(tmp_path):
+    """A study job's JIT compile is loaded by the next process from the shared cache, however short it was (JAX
+    keeps only compiles over a second by default, and this one takes milliseconds)."""
+    pytest.importorskip("mujoco.mjx")
+    cache = tmp_path / "jax_cache"
+    hits = [
+        subprocess.run(
+            [sys.executable, "-c", JAX_CACHE_PROBE, str(cache)], capture_output=True, text=True, check=True, timeout=120
+        ).stdout.split()[-1]
+        for _ in range(2)
+    ]
+    assert hits == ["0", "1"] and any(cache.iterdir())

@@ -1,4 +1,5 @@
-"""Tests of the host-wide GPU and port lease: concurrent jobs never share an id or a port, and SIGKILL frees both."""
+"""Tests of the host-wide GPU and port lease: concurrent jobs never share an id or a port, and SIGKILL frees both; and
+of the host lease: a job measuring speed never runs beside another job."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rlscale.study.lease import LeaseError, acquire, gpu_pool, port_range
+from rlscale.study.lease import LeaseError, acquire, acquire_host, gpu_pool, port_range
 
 POOL = "0,1,2,3"
 
@@ -34,10 +35,12 @@ JOB = """
 import sys
 from rlscale.study.job_runner import run_leased
 name, gpus, out_dir, hold_s = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+rule = sys.argv[5] if len(sys.argv) > 5 else "train"
 command = [sys.executable, "-c", {recorder!r}, name, out_dir, hold_s]
-sys.exit(run_leased(command, gpus=gpus, granted=gpus, world_size=max(gpus, 1), port_option="--port"))
+sys.exit(run_leased(command, gpus=gpus, granted=gpus, world_size=max(gpus, 1), port_option="--port", rule=rule))
 """
-"""One study job, as scripts/ runs it: lease through ``run_leased``, then run the recorder."""
+"""One study job of a rule (default ``train``), as scripts/ runs it: lease through ``run_leased``, then run the
+recorder."""
 
 
 def free_port_range(size: int) -> str:
@@ -128,6 +131,77 @@ class TestConcurrentJobs:
         assert [proc.wait(timeout=60) for proc in procs] == [0, 0]
         a, b = (json.loads((out / f"{name}.json").read_text()) for name in ("a", "b"))
         assert not overlaps(a, b)
+
+
+def start_job(name: str, rule: str, out: Path, env: dict[str, str], hold_s: float = 0.5) -> subprocess.Popen:
+    """Start one leased 1-GPU job of ``rule`` recording into ``out``; its stderr (the lease's reports) is piped."""
+    job = JOB.format(recorder=RECORDER)
+    argv = [sys.executable, "-c", job, name, "1", str(out), str(hold_s), rule]
+    return subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen, out: Path, name: str) -> tuple[dict, str]:
+    """Wait for a job started by :func:`start_job`; return its record and its stderr."""
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    return json.loads((out / f"{name}.json").read_text()), stderr
+
+
+class TestHostLease:
+    def test_shared_holders_coexist(self, tmp_path, lease_env):
+        """Two training jobs share the host: they run together, beside a shared holder in this process."""
+        out = tmp_path / "records"
+        out.mkdir()
+        with acquire_host(False, timeout_s=5):
+            procs = {name: start_job(name, "train", out, lease_env, hold_s=1.5) for name in ("a", "b")}
+            (a, _), (b, _) = (finish(proc, out, name) for name, proc in procs.items())
+        assert overlaps(a, b), "two shared jobs did not run together"
+
+    def test_speed_job_waits_for_a_shared_holder_and_says_how_long(self, tmp_path, lease_env):
+        """A benchmark job starts only once the shared holder left, and reports its wait in two lines."""
+        out = tmp_path / "records"
+        out.mkdir()
+        with acquire_host(False, timeout_s=5):
+            proc = start_job("bench", "benchmark", out, lease_env)
+            time.sleep(1.0)
+            released = time.monotonic()
+        record, stderr = finish(proc, out, "bench")
+        assert record["start"] >= released
+        assert "[lease] benchmark waits for the host (alone) while another job holds it" in stderr
+        assert "[lease] benchmark holds the host (alone) after waiting" in stderr
+        assert "host alone" in stderr
+
+    def test_shared_job_waits_for_a_speed_measurement(self, tmp_path, lease_env):
+        """A training job waits while the host is held alone (as `rlscale benchmark compare` holds it)."""
+        out = tmp_path / "records"
+        out.mkdir()
+        with acquire_host(True, timeout_s=5):
+            proc = start_job("train", "train", out, lease_env)
+            time.sleep(1.0)
+            released = time.monotonic()
+        record, stderr = finish(proc, out, "train")
+        assert record["start"] >= released
+        assert "train waits for the host (shared) while a speed measurement holds it" in stderr
+
+    def test_waiting_speed_job_goes_before_later_shared_jobs(self, tmp_path, lease_env):
+        """While a benchmark job waits for a shared holder, a training job arriving later waits behind it (the gate),
+        so a stream of overlapping training jobs cannot starve a speed measurement."""
+        out = tmp_path / "records"
+        out.mkdir()
+        with acquire_host(False, timeout_s=5):
+            bench = start_job("bench", "benchmark", out, lease_env, hold_s=1.0)
+            time.sleep(0.7)
+            train = start_job("train", "train", out, lease_env)
+            time.sleep(0.7)
+        (bench_record, _), (train_record, _) = finish(bench, out, "bench"), finish(train, out, "train")
+        assert train_record["start"] >= bench_record["end"]
+
+    def test_timeout_names_the_host(self, lease_env):
+        """A job that cannot get the host in time fails with a LeaseError instead of waiting forever."""
+        with acquire_host(True, timeout_s=5), pytest.raises(LeaseError, match=r"host \(shared\) was not granted"):
+            acquire_host(False, timeout_s=0.3)
+        with acquire_host(False, timeout_s=5):  # The failed attempt left nothing held.
+            pass
 
 
 HOLDER = """

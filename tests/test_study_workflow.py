@@ -67,7 +67,8 @@ def job_blocks(output: str) -> list[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def tiny_study(tmp_path_factory) -> Path:
-    """Run the tiny CPU study (world sizes 1 and 2, rsl_rl, one seed) with the default profile; return its dir."""
+    """Run the tiny CPU study (world sizes 1 and 2, rsl_rl, one seed) with the default profile, and the peer
+    baseline (off by default) to cover it; return its dir."""
     workdir = tmp_path_factory.mktemp("study")
     result = snakemake(
         workdir,
@@ -78,6 +79,8 @@ def tiny_study(tmp_path_factory) -> Path:
         "--configfile",
         CONFIG,
         CI_OVERLAY,
+        "--config",
+        "peer_baseline=True",
         env=job_env(workdir),
         timeout=480,
     )
@@ -218,7 +221,8 @@ class TestDryRun:
         assert result.returncode == 0, result.stderr[-2000:]
         counts = dict(re.findall(r"^(\w+)\s+(\d+)$", result.stdout, re.MULTILINE))
         assert counts["validate"] == "3" and counts["train"] == "6" and counts["probe"] == "1"
-        assert counts["benchmark"] == str(3 * 2 * 1 * 2 + 3 + 1)  # libraries x sizes x envs x seeds + startup + runtime
+        assert counts["benchmark"] == str(3 * 2 * 1)  # libraries x sizes x envs: a cell's seeds run in one job
+        assert counts["benchmark_single_seed"] == str(3 + 1)  # startup (per library) + runtime
         assert counts["parity"] == str(1 * 2 * 3)  # the fallback's parity: rsl_rl x sizes x seeds
         assert "Rlscale-Ant" not in result.stdout  # The fallback leaves the MJX task out.
         reason = "device: auto chose cpu with the cpu_fallback sizes: CUDA_VISIBLE_DEVICES='' hides every GPU"
@@ -232,8 +236,9 @@ class TestDryRun:
         tasks, libraries, sizes, envs, seeds = 2, 3, 2, 2, 3  # Cartpole [4096, 65536], Ant [4096, 16384]
         assert counts["validate"] == str(tasks * libraries) and counts["probe"] == "1"
         assert counts["plan"] == counts["train"] == str(tasks * libraries * sizes)
-        # Per task: training cells + startup (per library) + runtime (env only).
-        assert counts["benchmark"] == str(tasks * (libraries * sizes * envs * seeds + libraries + 1))
+        # Per task: one job per training cell (every seed), then startup (per library) and runtime (env only).
+        assert counts["benchmark"] == str(tasks * libraries * sizes * envs)
+        assert counts["benchmark_single_seed"] == str(tasks * (libraries + 1))
         assert "benchmark/training/Rlscale-Ant/rsl_rl/ws2/envs16384/seed3.json" in result.stdout
         assert "Rlscale-Ant/rsl_rl/ws2/envs65536" not in result.stdout
         assert counts["parity"] == str((libraries + 1) * sizes * seeds)  # Cartpole x 3 libraries, Ant x rsl_rl
@@ -255,9 +260,31 @@ class TestDryRun:
         train4 = next(job for wildcards, job in trains.items() if "ws=4" in wildcards and "Cartpole" in wildcards)
         assert "gpu=4" in train4["resources"]
         assert "--world_size 4 --device cuda --granted_gpus 4" in train4["shell"]
-        assert "--num_envs 1024 --max_iterations 150" in train4["shell"]
+        assert "--num_envs 1024 --max_iterations 50" in train4["shell"]
         ant4 = next(job for wildcards, job in trains.items() if "ws=4" in wildcards and "Rlscale-Ant" in wildcards)
-        assert "--num_envs 16384 --max_iterations 150" in ant4["shell"]  # num_envs_per_task: its largest.
+        assert "--num_envs 16384 --max_iterations 50" in ant4["shell"]  # num_envs_per_task: its largest.
+
+    def test_agent_overrides_reach_every_run_of_their_library(self, tmp_path):
+        """A library's agent_overrides are on its validate, plan/train, benchmark and parity command lines, and on
+        no other library's nor on the runtime benchmark's (which runs none); a cell's seeds are one job."""
+        overlay = tmp_path / "overrides.yaml"
+        overlay.write_text(
+            "libraries: [{name: rsl_rl}, {name: skrl}]\nagent_overrides: {rsl_rl: [agent.algorithm.gamma=0.98]}\n"
+        )
+        env = job_env(tmp_path, CUDA_VISIBLE_DEVICES="0,1")
+        result = snakemake(tmp_path, "-n", "-p", "--configfile", CONFIG, str(overlay), env=env)
+        assert result.returncode == 0, result.stderr[-2000:]
+        jobs = [job for job in job_blocks(result.stdout) if "library=" in job.get("wildcards", "")]
+        carried = {
+            job["rule"]
+            for job in jobs
+            if "agent.algorithm.gamma=0.98" in job["shell"] and "library=rsl_rl" in job["wildcards"]
+        }
+        assert carried == {"validate", "plan", "train", "benchmark", "benchmark_single_seed", "parity"}
+        others = [job for job in jobs if "library=rsl_rl" not in job["wildcards"]]  # skrl's, and env-only runtime
+        assert others and not any("agent.algorithm.gamma" in job["shell"] for job in others)
+        training = next(job for job in jobs if job["rule"] == "benchmark")
+        assert "--seeds 1 2 3 " in training["shell"] and "/seed{seed}.json'" in training["shell"]
 
     def test_gpu_limit_below_a_world_size_is_refused(self, tmp_path):
         """--resources gpu=2 with world size 4: Snakemake would shrink the ws4 jobs' grant to 2 and they would fail
@@ -316,9 +343,10 @@ class TestSlurmProfile:
         rules = {(job["rule"], size.group(1)) for job, size in zip(dry_run, sizes, strict=True) if size}
         assert ("train", "4") in rules and ("train_multinode", "8") in rules and ("probe_multinode", "8") in rules
         assert ("train", "8") not in rules
-        multinode_benchmarks = [job for job in dry_run if job["rule"] == "benchmark_multinode"]
-        workflows = sorted(re.search(r"workflow=(\w+)", job["wildcards"]).group(1) for job in multinode_benchmarks)
-        assert workflows == ["runtime", "startup", "training"]
+        assert [job["rule"] for job in dry_run].count("benchmark_multinode") == 1  # the training cell, every seed
+        single_seed = [job for job in dry_run if job["rule"] == "benchmark_single_seed_multinode"]
+        workflows = sorted(re.search(r"workflow=(\w+)", job["wildcards"]).group(1) for job in single_seed)
+        assert workflows == ["runtime", "startup"]
 
     def test_multinode_command(self, dry_run):
         """The multi-node train job is srun, one launcher per node with its cores and GPUs, 2 nodes of 4 GPUs."""

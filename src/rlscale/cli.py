@@ -10,14 +10,14 @@ import importlib
 import sys
 
 COMMANDS = {
-    "train": ("rlscale.run.train", "main", "train a policy on one device (or as one rank of a job)"),
+    "train": ("rlscale.cli", "train", "train a policy on one device (or as one rank of a job)"),
     "train_multigpu": (
         "rlscale.launch.run",
         "main_train_multigpu",
         "train with one process per GPU (or CPU process) under torchrun",
     ),
     "nccl_probe": ("rlscale.launch.run", "main_nccl_probe", "all-reduce across the ranks, before a long job"),
-    "benchmark": ("rlscale.benchmark.cli", "main", "startup, runtime or training benchmark; writes one result bundle"),
+    "benchmark": ("rlscale.cli", "benchmark", "startup, runtime or training benchmark; writes one result bundle"),
     "bundle": ("rlscale.benchmark.bundle", "main", "validate benchmark result bundles against their schema"),
     "list_tasks": ("rlscale.cli", "list_tasks", "list the registered task ids and the package of each"),
     "check_task": ("rlscale.cli", "check_task", "check a task against the VecTask contract (exit 1 if it breaks it)"),
@@ -28,6 +28,35 @@ ALIASES = {
     "nccl-probe": "nccl_probe",
     "check-task": "check_task",
 }
+
+
+def bind_single_process(argv: list[str]) -> None:
+    """Put a process that no launcher started on its GPU's CPUs (a torchrun rank has its placement already)."""
+    from rlscale.launch.command import forwarded_value
+    from rlscale.launch.placement import bind_this_process
+
+    bind_this_process(forwarded_value(argv, "--device"))
+
+
+def train(argv: list[str]) -> int:
+    bind_single_process(argv)
+    from rlscale.run.train import main as run_training
+
+    return run_training(argv)
+
+
+def benchmark(argv: list[str]) -> int:
+    """``rlscale benchmark``; its ``compare`` gets the study's host lease here, a layer that may import it."""
+    if argv[:1] == ["compare"]:
+        from rlscale.benchmark.interleave import main as compare
+        from rlscale.study.lease import acquire_host
+
+        return compare(argv[1:], hold_host=lambda: acquire_host(True, label="benchmark compare"))
+    from rlscale.benchmark.cli import main as run_workflow
+
+    if argv and not argv[0].replace("-", "_").endswith("_multigpu"):
+        bind_single_process(argv[1:])
+    return run_workflow(argv)
 
 
 def list_tasks(argv: list[str]) -> int:

@@ -8,9 +8,10 @@ torchrun sets ``WORLD_SIZE``/``RANK``/``LOCAL_RANK``/``LOCAL_WORLD_SIZE``; skrl'
 from __future__ import annotations
 
 import datetime
+import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 RUN_TIMESTAMP_ENV = "RLSCALE_RUN_TIMESTAMP"
 """Set by the launcher so that every rank of a job names the same run directory."""
@@ -22,6 +23,10 @@ HANG_TIMEOUT_ENV = "RLSCALE_HANG_TIMEOUT"
 """Set by the launcher: its ``--hang_timeout`` in seconds (0: no watchdog), which sizes the collective timeout."""
 SUPERVISOR_PID_ENV = "RLSCALE_SUPERVISOR_PID"
 """Set by the launcher: its pid; a rank that outlives it stops itself (:mod:`rlscale.launch.orphans`)."""
+
+PLACEMENT_ENV = "RLSCALE_PLACEMENT"
+"""Set by the launcher (:mod:`rlscale.launch.placement`): its node's :class:`NodePlacement` as JSON, each rank's CPU
+share indexed by local rank."""
 
 COLLECTIVE_TIMEOUT_ENV = "RLSCALE_COLLECTIVE_TIMEOUT"
 """Seconds: the collective timeout itself, instead of the one sized from ``--hang_timeout``; it also gives a job
@@ -94,9 +99,48 @@ def global_env_steps(steps_per_env: int, envs_per_rank: int, world_size: int) ->
     return steps_per_env * envs_per_rank * world_size
 
 
+@dataclass(frozen=True)
+class CpuShare:
+    """The CPUs one rank is bound to, and the threads it runs on them."""
+
+    cpus: tuple[int, ...]
+    threads: int
+
+
+@dataclass(frozen=True)
+class NodePlacement:
+    """How a node's launcher placed its ranks: the ``--cpu_binding`` mode, where the GPUs' CPU affinity came from
+    (``nvml``, or ``none`` when NVML could not tell or was not asked), and each local rank's CPU share (none: the
+    ranks are left unbound)."""
+
+    binding: str
+    gpu_affinity: str
+    shares: tuple[CpuShare, ...] = ()
+
+    def to_json(self) -> str:
+        shares = [{"cpus": list(share.cpus), "threads": share.threads} for share in self.shares]
+        return json.dumps({"binding": self.binding, "gpu_affinity": self.gpu_affinity, "shares": shares})
+
+    @classmethod
+    def from_json(cls, text: str) -> NodePlacement:
+        data = json.loads(text)
+        shares = tuple(CpuShare(tuple(share["cpus"]), share["threads"]) for share in data["shares"])
+        return cls(data["binding"], data["gpu_affinity"], shares)
+
+    def share_of(self, local_rank: int) -> CpuShare | None:
+        return self.shares[local_rank] if local_rank < len(self.shares) else None
+
+
+def node_placement(environ: Mapping[str, str] | None = None) -> NodePlacement | None:
+    """The launcher's placement of this node's ranks (``$RLSCALE_PLACEMENT``); None for a process it did not place."""
+    text = (os.environ if environ is None else environ).get(PLACEMENT_ENV)
+    return None if not text else NodePlacement.from_json(text)
+
+
 def own_gpu_variables(environ: Mapping[str, str], rank: RankInfo) -> dict[str, str]:
     """The variables that leave a CUDA rank only its own GPU, as ``cuda:0``: ``CUDA_VISIBLE_DEVICES`` narrowed to the
-    local rank's entry and ``LOCAL_RANK`` 0, since rsl_rl, rl_games and skrl bind ``cuda:{LOCAL_RANK}``.
+    local rank's entry and ``LOCAL_RANK`` 0, since rsl_rl, rl_games and skrl bind ``cuda:{LOCAL_RANK}``; the
+    launcher's placement, indexed by local rank too, is narrowed to the rank's own share.
 
     A rank that already sees one GPU (a scheduler bound it) keeps it.
 
@@ -113,7 +157,12 @@ def own_gpu_variables(environ: Mapping[str, str], rank: RankInfo) -> dict[str, s
         own = visible[rank.local_rank]
     else:
         raise ValueError(f"local rank {rank.local_rank} has no GPU: CUDA_VISIBLE_DEVICES={listed!r}")
-    return {"CUDA_VISIBLE_DEVICES": own, "LOCAL_RANK": "0"}
+    variables = {"CUDA_VISIBLE_DEVICES": own, "LOCAL_RANK": "0"}
+    placement = node_placement(environ)
+    if placement is not None:
+        share = placement.share_of(rank.local_rank)
+        variables[PLACEMENT_ENV] = replace(placement, shares=() if share is None else (share,)).to_json()
+    return variables
 
 
 def isolate_own_gpu(requested_device: str) -> None:

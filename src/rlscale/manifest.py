@@ -11,6 +11,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+from rlscale.dist import node_placement
 from rlscale.rl import ADAPTERS
 
 PACKAGES = ("rlscale", "torch", *(library.distribution for library in ADAPTERS.values()), "jax", "jaxlib", "numpy")
@@ -71,6 +72,23 @@ def cuda_uuid(index: int) -> str | None:
     return None
 
 
+def placement_record() -> dict:
+    """Where this process runs, as in effect now: its CPUs and torch threads, the GPUs it sees, its launcher's
+    ``--cpu_binding`` and the source of the GPU's CPU affinity (both None where no launcher placed it), and every
+    ``NCCL_*`` variable, so that runs of different NCCL settings tell apart."""
+    import torch
+
+    placement = node_placement()
+    return {
+        "binding": None if placement is None else placement.binding,
+        "gpu_affinity": None if placement is None else placement.gpu_affinity,
+        "cpus": sorted(os.sched_getaffinity(0)),
+        "threads": torch.get_num_threads(),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "nccl": {name: value for name, value in sorted(os.environ.items()) if name.startswith("NCCL_")},
+    }
+
+
 class Manifest:
     """Accumulates the run's record and rewrites ``manifest.json`` atomically at each change."""
 
@@ -84,6 +102,7 @@ class Manifest:
             "pid": os.getpid(),
             "versions": package_versions(),
             "git": git_state(),
+            "placement": placement_record(),
             **fields,
         }
         self.write()

@@ -2,6 +2,7 @@
 # rlscale.study; this file only wires it to wildcards.
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -49,8 +50,9 @@ MULTI_NODE = [
     size for size in WORLD_SIZES if nodes_for(size, STUDY["gpus_per_node"], DEVICE) > 1
 ]
 SINGLE_NODE = [size for size in WORLD_SIZES if size not in MULTI_NODE]
+SEEDS = STUDY["seeds"]
 # Training runs (one per world size) use the first seed and their task's largest per-rank env count (train_envs).
-TRAIN_SEED = STUDY["seeds"][0]
+TRAIN_SEED = SEEDS[0]
 
 
 def launcher(name):
@@ -129,9 +131,18 @@ def node_gres(wildcards):
 
 
 def library_args(library):
-    """--rl_library/--ml_framework of a library key."""
+    """--rl_library/--ml_framework of a library key, then the config's agent_overrides of that library."""
     entry = LIBRARIES[library]
-    return f"--rl_library {entry['name']} --ml_framework {entry['ml_framework']}"
+    overrides = STUDY["agent_overrides"].get(entry["name"], [])
+    return shlex.join(
+        [
+            "--rl_library",
+            entry["name"],
+            "--ml_framework",
+            entry["ml_framework"],
+            *overrides,
+        ]
+    )
 
 
 def validate_args(wildcards):
@@ -182,26 +193,57 @@ def plan_visible_gpus(wildcards):
     return gpus_needed_per_node(int(wildcards.ws), DEVICE, node_count(wildcards))
 
 
-def benchmark_args(wildcards):
-    """Per-rank arguments of a benchmark run; each workflow refuses the options that do not apply to it."""
+TRAINING_BUNDLE = "results/{study}/benchmark/training/{task}/{library}/ws{ws}/envs{envs}/seed{seed}.json"
+
+
+def training_bundles():
+    """The bundles of one training cell, one per seed (the benchmark rule's outputs)."""
+    return expand(TRAINING_BUNDLE, seed=SEEDS, allow_missing=True)
+
+
+def training_bundle_pattern(wildcards):
+    """The cell's bundle path with {seed} left for `rlscale benchmark --seeds` to fill in."""
+    cell = {
+        name: wildcards[name] for name in ("study", "task", "library", "ws", "envs")
+    }
+    return TRAINING_BUNDLE.format(**cell, seed="{seed}")
+
+
+def training_args(wildcards):
+    """Per-rank arguments of a training cell: every seed in one warm process (the benchmark puts each repeat in
+    <log_root>/seed<seed>); with peer_baseline the job runs one process per seed (rlscale.study.stages.benchmark).
+    """
+    return (
+        f"--task {wildcards.task} --num_envs {wildcards.envs} --seeds {' '.join(map(str, SEEDS))} "
+        f"--device {DEVICE} {library_args(wildcards.library)} "
+        f"--max_iterations {STUDY['iterations']['benchmark']} "
+        f"--warmup_iterations {STUDY['warmup_iterations']}"
+        + (" --peer" if STUDY["peer_baseline"] else "")
+    )
+
+
+def single_seed_args(wildcards):
+    """Per-rank arguments of a startup or runtime run; each workflow refuses the options that do not apply to it."""
     common = f"--task {wildcards.task} --num_envs {wildcards.envs} --seed {wildcards.seed} --device {DEVICE}"
     if wildcards.workflow == "runtime":
         steps = STUDY["runtime_steps"]
         return (
             f"{common} --warmup_steps {steps['warmup']} --num_steps {steps['measured']}"
         )
-    common += f" {library_args(wildcards.library)}"
-    if wildcards.workflow == "startup":
-        return common
-    return (
-        f"{common} --max_iterations {STUDY['iterations']['benchmark']} "
-        f"--warmup_iterations {STUDY['warmup_iterations']}"
-        + (" --peer" if STUDY["peer_baseline"] else "")
-    )
+    return f"{common} {library_args(wildcards.library)}"
 
 
 def benchmark_log_root(wildcards):
-    """Run directories (checkpoints, TensorBoard) of a benchmark run: kept with the logs, not the results."""
+    """Run directories (checkpoints, TensorBoard) of a training cell, seed<seed>/ each: with the logs, not the
+    results."""
+    return (
+        f"logs/{wildcards.study}/benchmark_runs/training/{wildcards.task}/{wildcards.library}/"
+        f"ws{wildcards.ws}/envs{wildcards.envs}"
+    )
+
+
+def single_seed_log_root(wildcards):
+    """Run directories of a startup or runtime run."""
     return (
         f"logs/{wildcards.study}/benchmark_runs/{wildcards.workflow}/{wildcards.task}/{wildcards.library}/"
         f"ws{wildcards.ws}/envs{wildcards.envs}/seed{wildcards.seed}"

@@ -32,7 +32,8 @@ def workflow_parser(workflow: Workflow, prog: str) -> OneLineParser:
         "--output_path",
         type=Path,
         metavar="FILE",
-        help="bundle path (default results/benchmarks/<workflow>_<task>_<library>_<ranks>x<envs>_seed<seed>.json)",
+        help="bundle path; {seed} in it stands for the run's seed (default "
+        "results/benchmarks/<workflow>_<task>_<library>_<ranks>x<envs>_seed<seed>.json)",
     )
     workflow.add_options(group)
     add_unsupported(group)
@@ -56,6 +57,16 @@ def check_workflow_args(
         parser.error(f"--output_path {args.output_path} is a directory; name the bundle file")
 
 
+def seed_from_seeds(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Give ``--seeds`` runs the first seed as ``--seed``, before the spec is resolved: the spec then describes the
+    first repeat (and the peer baseline, which takes its seed from the spec, runs the seed rlscale runs)."""
+    if getattr(args, "seeds", None) is None:
+        return
+    if args.seed is not None:
+        parser.error("--seed and --seeds are exclusive: --seeds runs every seed it names")
+    args.seed = args.seeds[0]
+
+
 def refuse_early(workflow: Workflow, argv: list[str]) -> None:
     """Refuse the unsupported options and skrl JAX before the launcher's own checks, so the reason is the one shown."""
     early = OneLineParser(prog=command_name(workflow, True), add_help=False, allow_abbrev=False)
@@ -77,6 +88,7 @@ def launcher_check(workflow: Workflow, cfg: LauncherCfg) -> RankCheck:
         rank_argv += [arg for arg in forwarded if arg != "--distributed"]
         parser = workflow_parser(workflow, cfg.prog)
         args = parse_command_line(parser, rank_argv)
+        seed_from_seeds(parser, args)
         spec = spec_from_args(
             parser, args, launcher=cfg.prog, torch_free=launcher_args.dry_run, job=job_shape(launcher_args)
         )
@@ -90,6 +102,7 @@ def parse_in_process(workflow: Workflow, argv: list[str], multigpu: bool) -> tup
     """Parse and check a benchmark's arguments where it runs (a process without a launcher's spec), torch-free."""
     parser = workflow_parser(workflow, command_name(workflow, multigpu))
     args = parse_command_line(parser, argv)
+    seed_from_seeds(parser, args)
     check_workflow_args(parser, workflow, args, argv, multigpu=multigpu)
     return parser, args
 

@@ -57,6 +57,7 @@ def usage() -> str:
         f"  {name + '_multigpu':<20} the same, one rank per GPU (launcher options of train_multigpu)"
         for name in WORKFLOWS
     ]
+    lines.append(f"  {'compare':<20} run named variants of one of these interleaved and compare them (see its --help)")
     lines += [
         "",
         "`-multigpu` spellings are aliases. Run `rlscale benchmark WORKFLOW --help` for a workflow's options.",

@@ -38,6 +38,7 @@ NOT_MIRRORED = {
     "sync_check_interval": "--sync_check_interval: the rank-sync audit adds rlscale-only work to the timed iterations",
     "lr_scaling": "--lr_scaling: the peer trains with the agent config's learning rate, unscaled",
     "normalizer_sync": "--sync_normalizer: the peer keeps each rank's normalizer statistics its own",
+    "tf32": "--tf32: the peer trains with torch's default float32 precision",
 }
 """rlscale options (by their ``dest``) the peer cannot mirror; ``--peer`` refuses any of them set to other than its
 default, with the reason."""

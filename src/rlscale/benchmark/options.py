@@ -52,7 +52,19 @@ def add_runtime_options(group: argparse._ArgumentGroup) -> None:
     )
 
 
+SEED_FIELD = "{seed}"
+"""Where ``--output_path`` takes each repeat's seed under ``--seeds``."""
+
+
 def add_training_options(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        metavar="SEED",
+        help="run the cell once per base seed in this one process (imports, CUDA context and process group paid "
+        "once), one bundle per seed; --output_path then holds {seed}. Instead of --seed",
+    )
     group.add_argument(
         "--warmup_iterations", type=int, default=1, help="iterations left out of the throughput (default 1)"
     )
@@ -91,7 +103,20 @@ def check_training(parser: argparse.ArgumentParser, args: argparse.Namespace, mu
             f"--warmup_iterations {args.warmup_iterations} leaves none of the {args.max_iterations} iterations "
             "to measure; lower it or raise --max_iterations"
         )
+    _check_seeds(parser, args)
     _check_peer_args(parser, args, multigpu)
+
+
+def _check_seeds(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.seeds is None:  # --seed and --seeds: refused by the parser (arguments.seed_from_seeds)
+        return
+    if len(set(args.seeds)) != len(args.seeds):
+        parser.error(f"--seeds names a seed twice: {' '.join(map(str, args.seeds))}")
+    if args.peer and len(args.seeds) > 1:
+        # The peer is a cold process of its own; its figures stand beside one cold rlscale process, not a repeat.
+        parser.error("--peer runs with one seed per process: pass --seed, or one --seeds value, per run")
+    if args.output_path is not None and len(args.seeds) > 1 and SEED_FIELD not in str(args.output_path):
+        parser.error(f"--output_path {args.output_path} must contain {SEED_FIELD} with several --seeds")
 
 
 def _check_peer_args(parser: argparse.ArgumentParser, args: argparse.Namespace, multigpu: bool) -> None:

@@ -7,11 +7,16 @@ narrows to its own GPU. Devices are keyed by NVML's index (nvidia-smi's) and car
 :func:`node_gpu_devices` lists the same GPUs for ``hardware.gpu_devices``. NVML is read through ctypes from the
 driver's own library, so no Python package is needed. Without NVML the devices are this process's GPUs by CUDA index,
 with null figures, and a CPU run has none: a missing measurement is never replaced by an estimate.
+
+This process's own share of its GPU is reported twice: NVML's per-process figure (``gpu_process_mem_gb``, sampled:
+its CUDA context and every allocator in it, JAX's included) and torch's peaks at the end
+(``torch_peak_allocated_gb``, ``torch_peak_reserved_gb``: torch's caching allocator only).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -20,10 +25,52 @@ from dataclasses import dataclass
 import psutil
 
 from rlscale.benchmark.stats import mean_std
-from rlscale.launch.gpus import GIB, Nvml
+from rlscale.launch.gpus import GIB, Nvml, NvmlError
 from rlscale.manifest import cuda_uuid
 
 INTERVAL_S = 1.0
+NVML_ERROR_INSUFFICIENT_SIZE = 7
+NVML_VALUE_NOT_AVAILABLE = 2**64 - 1
+"""``usedGpuMemory`` of a process NVML has no figure for (``(unsigned long long)-1``)."""
+
+
+class _ProcessInfo(ctypes.Structure):
+    """``nvmlProcessInfo_t``, the entry of both ``nvmlDeviceGetComputeRunningProcesses_v3`` and ``_v2``."""
+
+    _fields_ = [
+        ("pid", ctypes.c_uint),
+        ("usedGpuMemory", ctypes.c_ulonglong),
+        ("gpuInstanceId", ctypes.c_uint),
+        ("computeInstanceId", ctypes.c_uint),
+    ]
+
+
+class ProcessNvml(Nvml):
+    """:class:`~rlscale.launch.gpus.Nvml` that also reads one process's memory on a GPU."""
+
+    def process_memory_gib(self, handle, pid: int) -> float | None:
+        """GPU memory NVML counts for process ``pid`` on the device, or None when NVML lists no figure for it: the
+        process has no CUDA context there yet, or it runs in a container whose pids NVML cannot see (NVML lists the
+        host's).
+
+        Raises:
+            NvmlError: when NVML fails to list the device's processes.
+        """
+        name = "nvmlDeviceGetComputeRunningProcesses_v3"
+        if not hasattr(self._lib, name):  # drivers before 510
+            name = "nvmlDeviceGetComputeRunningProcesses_v2"
+        capacity = 64
+        for _ in range(3):  # processes may start between NVML's answer and the retry
+            count = ctypes.c_uint(capacity)
+            infos = (_ProcessInfo * capacity)()
+            code = getattr(self._lib, name)(handle, ctypes.pointer(count), infos)
+            if code != NVML_ERROR_INSUFFICIENT_SIZE:
+                break
+            capacity = count.value + 16
+        if code != 0:
+            raise NvmlError(f"{name} failed with NVML error {code}")
+        used = [info.usedGpuMemory for info in infos[: count.value] if info.pid == pid]
+        return used[0] / GIB if used and used[0] != NVML_VALUE_NOT_AVAILABLE else None
 
 
 def visible_cuda_devices() -> list[tuple[int, str | None]]:
@@ -96,6 +143,18 @@ def own_node_index(
     return own_gpu if not masked and own_gpu in indices else None
 
 
+def torch_peak_memory_gib(cuda_index: int | None) -> tuple[float | None, float | None]:
+    """torch's peak allocated and reserved memory on CUDA device ``cuda_index`` since the last reset; None for both
+    on the CPU or where this process never initialised CUDA."""
+    if cuda_index is None:
+        return None, None
+    import torch
+
+    if not torch.cuda.is_initialized():
+        return None, None
+    return torch.cuda.max_memory_allocated(cuda_index) / GIB, torch.cuda.max_memory_reserved(cuda_index) / GIB
+
+
 class ResourceSampler:
     """Samples every ``interval`` seconds from :meth:`start` on a daemon thread, and once more at :meth:`stop`.
 
@@ -111,9 +170,10 @@ class ResourceSampler:
         gpu_devices: Sequence[tuple[int, str | None]],
         own_gpu: int | None,
         interval: float = INTERVAL_S,
-        open_nvml: Callable[[], Nvml] = Nvml,
+        open_nvml: Callable[[], ProcessNvml] = ProcessNvml,
     ) -> None:
         self.interval = interval
+        self._own_cuda = own_gpu if gpu_devices else None
         self._nvml, self._node = None, []
         if gpu_devices:
             with contextlib.suppress(Exception):  # no driver or library: the GPU figures stay null
@@ -126,6 +186,8 @@ class ResourceSampler:
             self._uuids = {str(index): uuid for index, uuid in gpu_devices}
             own = own_gpu
         self._own_key = None if own is None else str(own)
+        self._own_handle = next((gpu.handle for gpu in self._node if str(gpu.index) == self._own_key), None)
+        self._process_mem: list[float] = []
         self._process = psutil.Process()
         self._cpu: list[float] = []
         self._ram: list[float] = []
@@ -135,6 +197,12 @@ class ResourceSampler:
         self._thread = threading.Thread(target=self._loop, name="rlscale-resources", daemon=True)
 
     def start(self) -> ResourceSampler:
+        """Start sampling; torch's peaks count from here, so that each run of a process reports its own."""
+        if self._own_cuda is not None:
+            import torch
+
+            if torch.cuda.is_initialized():
+                torch.cuda.reset_peak_memory_stats(self._own_cuda)
         self._process.cpu_percent(None)  # the first call only sets the reference point
         self._thread.start()
         return self
@@ -153,6 +221,11 @@ class ResourceSampler:
                 used = self._nvml.memory_gib(gpu.handle)[0]
                 self._gpu_util[str(gpu.index)].append(util)
                 self._gpu_mem[str(gpu.index)].append(used)
+        if self._own_handle is not None:
+            with contextlib.suppress(Exception):
+                used = self._nvml.process_memory_gib(self._own_handle, os.getpid())
+                if used is not None:
+                    self._process_mem.append(used)
 
     def stop(self) -> dict:
         """Stop the thread, take a last sample (short runs get at least one) and return the ``resources`` section."""
@@ -168,9 +241,13 @@ class ResourceSampler:
             for key, uuid in self._uuids.items()
         }
         own = devices.get(self._own_key, {"util_pct": None, "mem_gb": None})
+        peak_allocated, peak_reserved = torch_peak_memory_gib(self._own_cuda)
         return {
             "gpu_util_pct": own["util_pct"],
             "gpu_mem_gb": own["mem_gb"],
+            "gpu_process_mem_gb": mean_std(self._process_mem),
+            "torch_peak_allocated_gb": peak_allocated,
+            "torch_peak_reserved_gb": peak_reserved,
             "cpu_util_pct": mean_std(self._cpu),
             "ram_gb": mean_std(self._ram),
             "devices": devices,

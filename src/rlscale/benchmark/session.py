@@ -6,19 +6,23 @@ of ``rlscale benchmark <workflow>_multigpu`` through :mod:`.worker`.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import datetime
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from rlscale.argparsing import OneLineParser
 from rlscale.benchmark import bundle as bundles
 from rlscale.benchmark.comparison import PeerMismatch, load_peer_result
+from rlscale.benchmark.options import SEED_FIELD
 from rlscale.benchmark.records import Workflow
 from rlscale.benchmark.resources import ResourceSampler, visible_cuda_devices
 from rlscale.benchmark.summary import summary_lines
-from rlscale.benchmark.workflows import Measurement
+from rlscale.benchmark.workflows import Measurement, count_compile_as_creation
 from rlscale.dist import RankInfo, global_env_steps, rank_device, rank_info
 from rlscale.run.spec import RunSpec
 from rlscale.run.start import resolve_seed
@@ -59,9 +63,9 @@ def peer_workload(spec: RunSpec, measurement: Measurement, rank: RankInfo) -> di
 
 
 def output_path(workflow: Workflow, spec: RunSpec, multigpu: bool, measurement: Measurement, rank: RankInfo) -> Path:
-    """``--output_path``, else the default name under ``results/benchmarks/``."""
+    """``--output_path`` with the run's seed for ``{seed}``, else the default name under ``results/benchmarks/``."""
     if spec.options["output_path"] is not None:
-        return Path(spec.options["output_path"])
+        return Path(spec.options["output_path"].replace(SEED_FIELD, str(measurement.seed)))
     library = spec.rl_library if workflow.uses_library else "none"
     name = f"{workflow.name}_multigpu" if multigpu else workflow.name
     return bundles.default_output_path(
@@ -69,10 +73,24 @@ def output_path(workflow: Workflow, spec: RunSpec, multigpu: bool, measurement: 
     )
 
 
+def repeat_specs(spec: RunSpec) -> list[RunSpec]:
+    """One spec per seed of ``--seeds``, each with a log root of its own (``<log_root>/seed<seed>``: the ranks share
+    one run timestamp, so the repeats' run directories would otherwise collide); just ``spec`` without ``--seeds``."""
+    seeds = spec.options.get("seeds")
+    if not seeds:
+        return [spec]
+    return [dataclasses.replace(spec, seed=seed, log_root=str(Path(spec.log_root, f"seed{seed}"))) for seed in seeds]
+
+
 def run_benchmark(
     workflow: Workflow, spec: RunSpec, python_imports_s: float, config_started: float, multigpu: bool
 ) -> int:
-    """Run one workflow on this rank; global rank 0 writes the bundle and prints the summary.
+    """Run one workflow on this rank, once per seed of ``--seeds`` (else once); global rank 0 writes one bundle per
+    seed and prints its summary.
+
+    Each repeat is a whole run of its own (task, library runner, seed, run directory); only the first pays the
+    process's start, so the later bundles' ``python_imports``, ``task_config`` and ``task_compile`` are null. The
+    repeats stop at the first that does not complete (a crash re-raises once its bundle is written).
 
     Args:
         workflow: The workflow's record.
@@ -82,11 +100,68 @@ def run_benchmark(
         multigpu: Whether the ranks were started by the multi-GPU launcher.
 
     Returns:
+        0 when every repeat completed, else the first other's code: 130 when interrupted.
+    """
+    specs = repeat_specs(spec)
+    with one_process_group(rank_info().distributed and len(specs) > 1):
+        for repeat, seeded in enumerate(specs):
+            cold = repeat == 0
+            code = _run_once(
+                workflow, seeded, python_imports_s if cold else None, config_started if cold else None, multigpu
+            )
+            if code != 0:
+                return code
+    return 0
+
+
+@contextlib.contextmanager
+def one_process_group(active: bool) -> Iterator[None]:
+    """Keep the first repeat's default process group for the later ones, and leave it once they are done.
+
+    The libraries (and :func:`rlscale.run.phases.execute`) create the group for each run and destroy it after; a
+    second group on the same store finds the first one's keys (gloo then connects to a closed port, NCCL could read a
+    stale id), and skrl creates its group only when imported. So, while ``active``, creating the default group is a
+    no-op once it exists and destroying it waits for the end.
+    """
+    if not active:
+        yield
+        return
+    import torch.distributed as dist
+
+    create, destroy = dist.init_process_group, dist.destroy_process_group
+
+    def create_once(*args, **kwargs) -> None:
+        if not dist.is_initialized():
+            create(*args, **kwargs)
+
+    def destroy_subgroup(group=None) -> None:
+        if group is not None:
+            destroy(group)
+
+    dist.init_process_group, dist.destroy_process_group = create_once, destroy_subgroup
+    try:
+        yield
+    finally:
+        dist.destroy_process_group = destroy
+        if dist.init_process_group is create_once:  # else a shim wrapped it since (rl.dist_compat): keep theirs
+            dist.init_process_group = create
+        if dist.is_initialized():
+            destroy()
+
+
+def _run_once(
+    workflow: Workflow, spec: RunSpec, python_imports_s: float | None, config_started: float | None, multigpu: bool
+) -> int:
+    """One run of :func:`run_benchmark`; ``python_imports_s`` and ``config_started`` are None for a repeat.
+
+    Returns:
         0 when completed, 130 when interrupted; a crash re-raises after the bundle records it.
     """
+    repeat_started = time.perf_counter()
     measurement = _prepare(workflow, spec, multigpu)
     measurement.startup["python_imports"] = python_imports_s
-    measurement.startup["task_config"] = time.perf_counter() - config_started
+    if config_started is not None:
+        measurement.startup["task_config"] = time.perf_counter() - config_started
     rank = rank_info()
     path = output_path(workflow, spec, multigpu, measurement, rank)
     peer_result = spec.options.get("peer_result")
@@ -101,8 +176,11 @@ def run_benchmark(
         gpus = visible_cuda_devices() if spec.device.startswith("cuda") else []
         own = rank_device(spec.device, rank, len(gpus)).partition(":")[2] if gpus else None
         sampler = ResourceSampler(gpus, int(own or 0) if gpus else None).start()
-    # The run began when the caller started timing imports, before the spec was resolved.
-    elapsed = time.perf_counter() - config_started + python_imports_s
+    # A cold run began when the caller started timing imports, before the spec was resolved; a repeat, here.
+    if config_started is None:
+        elapsed = time.perf_counter() - repeat_started
+    else:
+        elapsed = time.perf_counter() - config_started + python_imports_s
     start_time = bundles.utc_now() - datetime.timedelta(seconds=elapsed)
     signal.signal(signal.SIGTERM, _raise_interrupt)
     error = None
@@ -113,6 +191,8 @@ def run_benchmark(
     except BaseException as raised:  # recorded in the bundle, then re-raised
         measurement.status, error = "crashed", raised
     end_time = bundles.utc_now()
+    if config_started is None:
+        count_compile_as_creation(measurement.startup)
     if rank.is_main:
         bundle = {
             "schema_version": bundles.SCHEMA_VERSION,

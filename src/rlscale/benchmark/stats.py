@@ -66,11 +66,41 @@ def median_interval(
     if not values:
         return None
     rng = random.Random(seed)
-    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
+    medians = [statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples)]
+    return (statistics.median(values), *_percentile_bounds(medians, confidence))
+
+
+def ratio_of_medians_interval(
+    numerator: Sequence[float],
+    denominator: Sequence[float],
+    confidence: float = 0.95,
+    resamples: int = 10_000,
+    seed: int = 0,
+) -> tuple[float, float, float] | None:
+    """``median(numerator) / median(denominator)`` with a percentile-bootstrap interval: ``(ratio, low, high)``.
+
+    The two samples are unpaired (the seeds of an N-rank cell and of the 1-rank cell ran as separate jobs), so each
+    is resampled on its own and the ratio recomputed. Seeded, so a table regenerates identically. None without a
+    finite value on either side or with a zero median below.
+    """
+    numerator, denominator = _finite(numerator), _finite(denominator)
+    if not numerator or not denominator or statistics.median(denominator) == 0:
+        return None
+    rng = random.Random(seed)
+    ratios = []
+    for _ in range(resamples):
+        below = statistics.median(rng.choices(denominator, k=len(denominator)))
+        if below:  # A resample of zeros has no ratio; it is left out rather than made infinite.
+            ratios.append(statistics.median(rng.choices(numerator, k=len(numerator))) / below)
+    ratio = statistics.median(numerator) / statistics.median(denominator)
+    return (ratio, *_percentile_bounds(ratios, confidence))
+
+
+def _percentile_bounds(statistics_of_resamples: list[float], confidence: float) -> tuple[float, float]:
+    """The percentile interval of bootstrap statistics: the ``(1 - confidence) / 2`` tails cut off each side."""
+    ordered = sorted(statistics_of_resamples)
     tail = (1.0 - confidence) / 2.0
-    low = medians[int(tail * (resamples - 1))]
-    high = medians[math.ceil((1.0 - tail) * (resamples - 1))]
-    return statistics.median(values), low, high
+    return ordered[int(tail * (len(ordered) - 1))], ordered[math.ceil((1.0 - tail) * (len(ordered) - 1))]
 
 
 def ema(values: Sequence[float | None], alpha: float) -> float | None:

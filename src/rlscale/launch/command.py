@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rlscale.argparsing import OneLineParser
 from rlscale.launch.gpus import GpuCounter, nvidia_hardware_present, nvml_device_count
+from rlscale.launch.placement import CPU_BINDINGS
 from rlscale.launch.ranks import GpuEvidence, resolve_ranks
 from rlscale.rl import ADAPTERS
 
@@ -56,6 +57,7 @@ class LauncherCfg:
         rl_libraries: Choices of ``--rl_library``; an empty tuple omits the option.
         default_rl_library: Library used when ``--rl_library`` is not given.
         supports_jax: Whether ``--rl_library skrl --ml_framework jax`` may use skrl's JAX launcher.
+        places_ranks: Whether it offers ``--cpu_binding`` and places its ranks (:mod:`rlscale.launch.placement`).
     """
 
     prog: str
@@ -66,6 +68,7 @@ class LauncherCfg:
     rl_libraries: tuple[str, ...] = ()
     default_rl_library: str = "rsl_rl"
     supports_jax: bool = True
+    places_ranks: bool = True
 
 
 TRAIN_MULTIGPU = LauncherCfg(
@@ -82,8 +85,10 @@ NCCL_PROBE = LauncherCfg(
     worker_script=str(Path(__file__).resolve().with_name("probe.py")),
     worker_flags=(),
     supports_jax=False,
+    places_ranks=False,
 )
-"""The ``rlscale nccl_probe`` launcher (gloo with ``--device cpu``)."""
+"""The ``rlscale nccl_probe`` launcher (gloo with ``--device cpu``); it leaves its ranks unbound, as a script written
+by hand would."""
 
 
 def benchmark_launcher_cfg(workflow: str, worker_script: str = WORKER_SCRIPT, *, uses_library: bool) -> LauncherCfg:
@@ -142,7 +147,20 @@ def build_parser(cfg: LauncherCfg) -> argparse.ArgumentParser:
         action="store_true",
         help="Show every rank's console output, not only local rank 0 (skrl's JAX launcher always shows every rank).",
     )
-    add("--dry_run", action="store_true", help="Print the resolved command and exit without starting it.")
+    if cfg.places_ranks:
+        add(
+            "--cpu_binding",
+            choices=CPU_BINDINGS,
+            default="auto",
+            help="auto (default): bind each rank to an equal share of this node's CPUs, those near its GPU where NVML "
+            "tells, with one torch thread per CPU; none: leave the ranks unbound (threads: the cores shared among GPU "
+            "ranks, 1 per CPU rank). A rank's --cpu_threads still sets its threads.",
+        )
+    add(
+        "--dry_run",
+        action="store_true",
+        help="Print the resolved command and exit without starting it (the CPU binding goes to stderr).",
+    )
     add(
         "--hang_timeout",
         default=str(DEFAULT_HANG_TIMEOUT_S),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,9 @@ NVML_LIBRARY = "libnvidia-ml.so.1"
 _NVML_STRING_SIZE = 96
 """NVML_DEVICE_UUID_V2_BUFFER_SIZE and NVML_DEVICE_NAME_V2_BUFFER_SIZE."""
 GIB = float(2**30)
+_CPU_SET_WORDS = 64
+"""Length of the ``unsigned long`` bitmask NVML fills with a GPU's CPU affinity: 4096 CPUs."""
+_CPU_SET_WORD_BITS = 8 * ctypes.sizeof(ctypes.c_ulong)
 
 
 class NvmlError(RuntimeError):
@@ -71,6 +74,22 @@ class Nvml:
         self._check("nvmlDeviceGetHandleByIndex_v2", ctypes.c_uint(index), ctypes.byref(handle))
         return handle
 
+    def handle_by_uuid(self, uuid: str) -> ctypes.c_void_p:
+        handle = ctypes.c_void_p()
+        self._check("nvmlDeviceGetHandleByUUID", ctypes.c_char_p(uuid.encode()), ctypes.byref(handle))
+        return handle
+
+    def cpu_affinity(self, handle) -> frozenset[int]:
+        """The CPUs close to the GPU (its NUMA node's, or the whole host's when NVML knows no closer ones)."""
+        words = (ctypes.c_ulong * _CPU_SET_WORDS)()
+        self._check("nvmlDeviceGetCpuAffinity", handle, ctypes.c_uint(_CPU_SET_WORDS), words)
+        return frozenset(
+            index * _CPU_SET_WORD_BITS + bit
+            for index, word in enumerate(words)
+            for bit in range(_CPU_SET_WORD_BITS)
+            if word >> bit & 1
+        )
+
     def uuid(self, handle) -> str:
         return self._string("nvmlDeviceGetUUID", handle)
 
@@ -106,6 +125,24 @@ def nvml_device_count(load_library: Callable[[str], Any] = ctypes.CDLL) -> int:
     nvml = Nvml(load_library=load_library)
     try:
         return nvml.device_count()
+    finally:
+        nvml.shutdown()
+
+
+def gpu_cpu_affinities(
+    gpu_ids: Sequence[str], load_library: Callable[[str], Any] = ctypes.CDLL
+) -> list[frozenset[int]]:
+    """Return the CPU affinity (:meth:`Nvml.cpu_affinity`) of each GPU named as in ``CUDA_VISIBLE_DEVICES``: an index,
+    taken as NVML's (PCI bus order, which is CUDA's too for GPUs of one model), or a ``GPU-`` UUID.
+
+    Raises:
+        OSError: when the library cannot be loaded.
+        NvmlError: when an NVML call fails, e.g. for a MIG instance's ``MIG-`` id, which names no whole GPU.
+    """
+    nvml = Nvml(load_library=load_library)
+    try:
+        handles = [nvml.handle(int(gpu)) if gpu.isdigit() else nvml.handle_by_uuid(gpu) for gpu in gpu_ids]
+        return [nvml.cpu_affinity(handle) for handle in handles]
     finally:
         nvml.shutdown()
 

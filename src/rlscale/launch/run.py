@@ -19,16 +19,26 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rlscale.dist import HANG_TIMEOUT_ENV, HEARTBEAT_DIR_ENV, RUN_TIMESTAMP_ENV, STATUS_DIR_ENV, SUPERVISOR_PID_ENV
+from rlscale.dist import (
+    HANG_TIMEOUT_ENV,
+    HEARTBEAT_DIR_ENV,
+    PLACEMENT_ENV,
+    RUN_TIMESTAMP_ENV,
+    STATUS_DIR_ENV,
+    SUPERVISOR_PID_ENV,
+    NodePlacement,
+)
 from rlscale.launch.command import (
     NCCL_PROBE,
     TRAIN_MULTIGPU,
     LauncherCfg,
     build_launch_command,
+    forwarded_value,
     parse_launcher_args,
     uses_skrl_jax,
 )
 from rlscale.launch.hang_watch import HangWatch
+from rlscale.launch.placement import describe_placement, plan_node
 from rlscale.run.spec import RUN_SPEC_ENV, JobShape, write_spec
 
 if TYPE_CHECKING:
@@ -44,10 +54,19 @@ def job_environment(
     heartbeat_dir: str | None = None,
     hang_timeout: float = 0.0,
     run_spec: Path | None = None,
+    placement: NodePlacement | None = None,
 ) -> dict:
     """The ranks' environment: the caller's, plus what lets the ranks agree on a run directory, report back, beat for
-    the hang watchdog, size their collective timeout, notice this launcher's death and find their resolved spec."""
+    the hang watchdog, size their collective timeout, notice this launcher's death, find their resolved spec and their
+    CPUs (none for ranks this launcher does not place).
+
+    The caller's ``NCCL_*`` variables pass unchanged: the lent machines need NVLink multicast kept off through them.
+    """
     env = dict(environ)
+    if placement is None:
+        env.pop(PLACEMENT_ENV, None)
+    else:
+        env[PLACEMENT_ENV] = placement.to_json()
     if run_spec is not None:
         env[RUN_SPEC_ENV] = str(run_spec)
     env.setdefault(RUN_TIMESTAMP_ENV, datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S"))
@@ -100,12 +119,14 @@ returns the ranks' resolved spec (None for ranks that take none)."""
 
 @dataclass(frozen=True)
 class Launch:
-    """A resolved launch: the launcher's options, the ranks' arguments and spec, and the command that starts them."""
+    """A resolved launch: the launcher's options, the ranks' arguments and spec, the command that starts them and the
+    placement of this node's ranks."""
 
     args: Namespace
     forwarded: list[str]
     command: list[str]
     spec: RunSpec | None
+    placement: NodePlacement | None = None
 
 
 def job_shape(args: Namespace) -> JobShape:
@@ -115,6 +136,17 @@ def job_shape(args: Namespace) -> JobShape:
     nodes = int(nnodes) if nnodes.isdigit() else None
     per_node = args.nproc_per_node if isinstance(args.nproc_per_node, int) else None
     return JobShape(nodes * per_node if nodes and per_node else None, nodes)
+
+
+def plan_placement(
+    args: Namespace, forwarded: Sequence[str], cfg: LauncherCfg, environ: Mapping[str, str]
+) -> NodePlacement | None:
+    """This node's placement of its ranks (:func:`rlscale.launch.placement.plan_node`); None for a launcher that
+    places none, or while torchrun is left to count the ranks (a dry run on a host without GPUs)."""
+    if not cfg.places_ranks or not isinstance(args.nproc_per_node, int):
+        return None
+    device = forwarded_value(forwarded, "--device") or "cuda"
+    return plan_node(args.cpu_binding, args.nproc_per_node, device.partition(":")[0] == "cpu", environ)
 
 
 def resolve_launch(
@@ -127,7 +159,8 @@ def resolve_launch(
     """
     args, forwarded = parse_launcher_args(argv, cfg, environ)
     spec = check_ranks(args, forwarded) if check_ranks is not None else None
-    return Launch(args, forwarded, build_launch_command(args, forwarded, cfg, environ), spec)
+    command = build_launch_command(args, forwarded, cfg, environ)
+    return Launch(args, forwarded, command, spec, plan_placement(args, forwarded, cfg, environ))
 
 
 def run_launcher(
@@ -150,7 +183,8 @@ def run_launcher(
 
 
 def start_launch(launch: Launch, environ: Mapping[str, str] | None = None) -> int:
-    """Print the command for ``--dry_run``; else run it supervised and check every local rank's exit status.
+    """Print the command (and, on stderr, the ranks' placement) for ``--dry_run``; else run it supervised and check
+    every local rank's exit status.
 
     skrl's JAX launcher exits 0 even when a rank crashed, so a zero exit code alone proves nothing.
 
@@ -159,6 +193,8 @@ def start_launch(launch: Launch, environ: Mapping[str, str] | None = None) -> in
     """
     environ = os.environ if environ is None else environ
     args, command = launch.args, launch.command
+    if launch.placement is not None:
+        print("\n".join(describe_placement(launch.placement)), file=sys.stderr, flush=True)
     if args.dry_run:
         print(shlex.join(command), flush=True)
         return 0
@@ -182,6 +218,7 @@ def start_launch(launch: Launch, environ: Mapping[str, str] | None = None) -> in
             heartbeat_dir=str(heartbeat_dir),
             hang_timeout=args.hang_timeout,
             run_spec=None if launch.spec is None else write_spec(launch.spec, Path(status_dir)),
+            placement=launch.placement,
         )
         code = run_supervised(command, env=env, abort_check=_first_reason(checks))
         failures = failed_ranks(Path(status_dir), args.nproc_per_node)

@@ -45,6 +45,14 @@ def default_iterations(agent_cfg: dict) -> int:
     return int(agent_cfg["params"]["config"]["max_epochs"])
 
 
+def speed_levers(agent_cfg: dict) -> dict:
+    """The speed settings rl_games trains with, as ``params.config`` sets them, else rl_games' defaults:
+    ``mixed_precision`` (bfloat16 autocast in the update) and ``torch_compile`` (false; true or a mode compiles the
+    model, and rl_games compiles when the key is absent). Its Adam is always fused."""
+    config = agent_cfg["params"]["config"]
+    return {"mixed_precision": config.get("mixed_precision", False), "torch_compile": config.get("torch_compile", True)}
+
+
 class RlGamesVecEnv(IVecEnv):
     """rl_games' env contract, as Isaac Lab's ``RlGamesVecEnvWrapper``: ``obs`` (+ ``states`` for a critic group),
     observations clipped to ``clip_observations``, ``dones = terminated | truncated`` and ``time_outs`` in infos."""

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 
 import torch
+from rsl_rl.algorithms import PPO
 from rsl_rl.env import VecEnv
 from rsl_rl.runners import OnPolicyRunner
 from tensordict import TensorDict
@@ -37,6 +39,19 @@ def rollout_length(agent_cfg: dict) -> int:
 
 def default_iterations(agent_cfg: dict) -> int:
     return int(agent_cfg["max_iterations"])
+
+
+SPEED_LEVERS = ("optimizer", "use_mixed_precision", "grad_reduce_bucket_mb")
+"""``algorithm`` keys that change how fast rsl_rl's PPO updates, not what it learns (besides the optimizer)."""
+
+
+def speed_levers(agent_cfg: dict) -> dict:
+    """The speed settings rsl_rl trains with: ``torch_compile_mode`` (``PPO.compile`` of actor and critic) and
+    :data:`SPEED_LEVERS`, each as the config sets it, else PPO's own default."""
+    defaults = inspect.signature(PPO).parameters
+    algorithm = agent_cfg["algorithm"]
+    levers = {name: algorithm.get(name, defaults[name].default) for name in SPEED_LEVERS}
+    return {"torch_compile_mode": agent_cfg.get("torch_compile_mode")} | levers
 
 
 class RslRlVecEnv(VecEnv):
@@ -80,9 +95,9 @@ class _Runner(OnPolicyRunner):
             super().save(str(temporary), infos)
 
 
-def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
-    """Train with rsl_rl's ``OnPolicyRunner``; only rank 0 passes a log dir, so only it writes."""
-    task.reset()  # rsl_rl never calls reset itself
+def build_runner(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> OnPolicyRunner:
+    """rsl_rl's runner over ``task``, built from the run's config (its algorithm, compiled as ``torch_compile_mode``
+    asks, included); only rank 0 passes a log dir, so only it writes."""
     train_cfg = {key: value for key, value in agent_cfg.items() if key not in RUN_SETTINGS}
     if ctx.checkpoint_interval is not None:
         train_cfg["save_interval"] = ctx.checkpoint_interval
@@ -93,9 +108,15 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
     # rsl_rl seeds nothing, so add the rank here as rl_games and skrl do themselves; rank 0's weights are broadcast.
     torch.manual_seed(ctx.seed + ctx.rank.rank)
     log_dir = str(ctx.log_dir) if ctx.rank.is_main else None
+    return _Runner(RslRlVecEnv(task), train_cfg, log_dir=log_dir, device=ctx.device)
+
+
+def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
+    """Train with rsl_rl's ``OnPolicyRunner`` (:func:`build_runner`)."""
+    task.reset()  # rsl_rl never calls reset itself
     # rsl_rl prints its models and a multi-line block per iteration; rlscale prints its own line instead.
     with library_console(ctx.log_dir):
-        runner = _Runner(RslRlVecEnv(task), train_cfg, log_dir=log_dir, device=ctx.device)
+        runner = build_runner(task, agent_cfg, ctx)
         ctx.policy_probe.read = TorchPolicyParameters(runner.alg.get_policy())
         resumed = None
         if ctx.resume is not None:
@@ -106,7 +127,7 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
             resumed = on_checkpoint_loaded(ctx, runner)
         start = runner.current_learning_iteration
         runner.learn(ctx.max_iterations, init_at_random_ep_len=True)
-    checkpoint = Path(ctx.log_dir, f"model_{runner.current_learning_iteration}.pt") if log_dir else None
+    checkpoint = Path(ctx.log_dir, f"model_{runner.current_learning_iteration}.pt") if ctx.rank.is_main else None
     return TrainResult(
         start_iteration=start,
         iterations_completed=runner.current_learning_iteration + 1,

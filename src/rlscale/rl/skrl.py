@@ -46,6 +46,12 @@ def default_iterations(agent_cfg: dict) -> int:
     return int(agent_cfg["trainer"]["timesteps"]) // rollout_length(agent_cfg)
 
 
+def speed_levers(agent_cfg: dict) -> dict:
+    """skrl's one speed setting, ``agent.mixed_precision`` (autocast in the PyTorch PPO; off by default, and refused
+    on JAX, whose PPO has none). Its optimizer is a plain Adam that the config cannot change."""
+    return {"mixed_precision": agent_cfg["agent"].get("mixed_precision", False)}
+
+
 def _spaces(task: VecTask):
     def box(dim: int) -> gymnasium.spaces.Box:
         return gymnasium.spaces.Box(-np.inf, np.inf, (dim,), np.float32)
@@ -215,6 +221,8 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
         raise ValueError("--sync_normalizer: rlscale syncs skrl's torch preprocessors only; use --ml_framework torch")
     if ctx.checkpoint_interval is not None:
         cfg["agent"]["experiment"]["checkpoint_interval"] = ctx.checkpoint_interval * rollouts
+    if ctx.ml_framework == "jax" and cfg["agent"].pop("mixed_precision", False):
+        raise ValueError("agent.mixed_precision: skrl's JAX PPO has no mixed precision; use --ml_framework torch")
     if ctx.ml_framework == "jax":
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave the GPU's memory to the torch task
         import jax.experimental.multihost_utils  # noqa: F401  skrl 2.1.1 uses it in broadcast_parameters unimported

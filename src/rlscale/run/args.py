@@ -105,6 +105,12 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
         help="step the task eagerly on CUDA (default: replay its step as one CUDA graph when the task allows it)",
     )
     parser.add_argument(
+        "--tf32",
+        action="store_true",
+        help="allow TF32 for float32 matmuls and cuDNN convolutions on CUDA (default: torch's full float32 matmuls; "
+        "no effect on the CPU)",
+    )
+    parser.add_argument(
         "--sync_check_interval",
         type=int,
         default=0,

@@ -155,6 +155,7 @@ def prepare(spec: RunSpec) -> _Run:
     from rlscale.rl.dist_compat import use_collective_timeout, use_gloo_for_cpu_ranks
 
     rank, device = place_rank(spec.device, spec.cpu_threads)
+    tf32 = spec.tf32 and allow_tf32(device)
     if rank.distributed:
         use_collective_timeout(collective_timeout())
         use_gloo_for_cpu_ranks(device)
@@ -181,6 +182,7 @@ def prepare(spec: RunSpec) -> _Run:
         num_nodes=rank.num_nodes,
         run_dir=str(log_dir),
         resumed_from=str(resume) if resume else None,
+        speed_levers={"tf32": tf32, **adapter.speed_levers(agent_cfg)},
         **device_description(device),
     )
     outcome = TrainingOutcome(
@@ -206,6 +208,22 @@ def prepare(spec: RunSpec) -> _Run:
         normalizer_sync=spec.normalizer_sync,
     )
     return _Run(spec, adapter, start, context, manifest, outcome, fault_from_environment(), started)
+
+
+def allow_tf32(device: str) -> bool:
+    """Let CUDA run float32 matmuls and cuDNN convolutions in TF32; returns whether that applies (not on the CPU).
+
+    ``set_float32_matmul_precision`` works from torch 2.6 to 2.13 without a warning and keeps
+    ``torch.get_float32_matmul_precision``, which inductor's autotuning reads, answering; setting only the newer
+    ``torch.backends.cuda.matmul.fp32_precision`` makes that call raise. cuDNN allows TF32 by default; set anyway.
+    """
+    if not device.startswith("cuda"):
+        return False
+    import torch
+
+    torch.set_float32_matmul_precision("high")
+    torch.backends.cudnn.allow_tf32 = True
+    return True
 
 
 def build_tracked_task(

@@ -1,4 +1,5 @@
-"""A rank's process setup, shared by training, the benchmarks and ``nccl_probe``: its GPU, threads and process group.
+"""A rank's process setup, shared by training, the benchmarks and ``nccl_probe``: its GPU, CPUs, threads and process
+group.
 
 Torch is imported inside the functions, so that resolving a run's spec on a launcher stays torch-free.
 """
@@ -7,12 +8,22 @@ from __future__ import annotations
 
 import os
 
-from rlscale.dist import RankInfo, collective_timeout, isolate_own_gpu, process_group_backend, rank_device, rank_info
+from rlscale.dist import (
+    CpuShare,
+    RankInfo,
+    collective_timeout,
+    isolate_own_gpu,
+    node_placement,
+    process_group_backend,
+    rank_device,
+    rank_info,
+)
 from rlscale.tasks import get_spec
 
 
 def isolate_gpu_if_task_asks(task_id: str, device: str | None, ml_framework: str) -> None:
-    """Show this rank only its own GPU when its task asks (:attr:`~rlscale.tasks.registry.TaskSpec.own_gpu_per_rank`).
+    """Show this rank of a CUDA job only its own GPU, unless its task opts out
+    (:attr:`~rlscale.tasks.registry.TaskSpec.ranks_see_all_gpus`).
 
     skrl's JAX ranks are left alone: ``jax.distributed`` binds their GPU by ``JAX_LOCAL_RANK`` instead.
 
@@ -20,27 +31,43 @@ def isolate_gpu_if_task_asks(task_id: str, device: str | None, ml_framework: str
         UnknownTaskError: for a task id that is not registered.
         ValueError: from :func:`rlscale.dist.own_gpu_variables`.
     """
-    if ml_framework == "torch" and get_spec(task_id).own_gpu_per_rank:
+    if ml_framework == "torch" and not get_spec(task_id).ranks_see_all_gpus:
         isolate_own_gpu(device or "cuda")
 
 
 def default_cpu_threads(device: str, local_world_size: int) -> int:
-    """One thread per CPU rank (each rank is one core's worth of work); GPU ranks share the host's cores."""
+    """Threads of an unbound rank: one per CPU rank (each rank is one core's worth of work); GPU ranks share the
+    host's cores."""
     return 1 if device == "cpu" else max(1, (os.cpu_count() or 1) // local_world_size)
 
 
+def bind_cpus(rank: RankInfo) -> CpuShare | None:
+    """Bind this process to its share of the CPUs, if its launcher planned one (:func:`rlscale.dist.node_placement`).
+
+    Threads started afterwards (torch's and OpenMP's pools) inherit the binding, so this runs before torch computes.
+    """
+    placement = node_placement()
+    share = None if placement is None else placement.share_of(rank.local_rank)
+    if share is not None:
+        os.sched_setaffinity(0, share.cpus)
+    return share
+
+
 def place_rank(requested_device: str, cpu_threads: int | None) -> tuple[RankInfo, str]:
-    """Put this rank on its device (``cuda:{local_rank}``, or the one GPU it sees) with its share of CPU threads.
+    """Put this rank on its device (``cuda:{local_rank}``, or the one GPU it sees) and its CPUs, with a thread per CPU
+    (``cpu_threads`` if given; unbound, :func:`default_cpu_threads`).
 
     Returns:
         The rank and its torch device.
     """
+    rank = rank_info()
+    share = bind_cpus(rank)
     import torch
 
-    rank = rank_info()
     cuda_devices = torch.cuda.device_count() if requested_device != "cpu" else 0
     device = rank_device(requested_device, rank, cuda_devices)
-    torch.set_num_threads(cpu_threads or default_cpu_threads(device, rank.local_world_size))
+    default_threads = share.threads if share is not None else default_cpu_threads(device, rank.local_world_size)
+    torch.set_num_threads(cpu_threads or default_threads)
     if device.startswith("cuda"):
         torch.cuda.set_device(torch.device(device))
     return rank, device

@@ -77,6 +77,8 @@ class RunSpec:
     distributed: bool
     cpu_threads: int | None
     no_cuda_graph: bool
+    tf32: bool
+    """Allow TF32 for float32 matmuls and cuDNN convolutions on CUDA."""
     sync_check_interval: int
     headless: bool
     world_size: int | None
@@ -214,6 +216,7 @@ def _spec(
         distributed=args.distributed or launched,  # a launcher adds --distributed to its ranks
         cpu_threads=args.cpu_threads,
         no_cuda_graph=args.no_cuda_graph,
+        tf32=args.tf32,
         sync_check_interval=args.sync_check_interval,
         headless=args.headless,
         world_size=job.world_size,

@@ -266,6 +266,11 @@ def check_config(config: Mapping) -> None:
                 f"{entry['name']} with ml_framework {entry['ml_framework']}: the multi-GPU benchmark times torchrun "
                 "ranks, and skrl's JAX launcher is not one; study it with ml_framework torch."
             )
+    if config["peer_baseline"] and any(config["agent_overrides"].values()):
+        raise ValueError(
+            "peer_baseline with agent_overrides: the peer baseline trains the agent config as shipped and cannot "
+            "mirror them; empty agent_overrides or set peer_baseline: false."
+        )
     for task in config.get("num_envs_per_task") or {}:
         if task not in config["tasks"]:
             raise ValueError(

@@ -5,6 +5,9 @@ Every job that starts ranks goes through :func:`run_leased` (one node) or :func:
 per node). Both refuse to run when Snakemake granted a different GPU count than the world size needs: Snakemake
 silently shrinks ``resources.gpu`` to the ``--resources gpu=M`` limit, and a scaling study that quietly ran on fewer
 GPUs would report wrong numbers.
+
+A single-node job also holds the host (:func:`rlscale.study.lease.acquire_host`): shared, except the jobs that measure
+speed (:data:`EXCLUSIVE_HOST_RULES`), which hold it alone, so that a throughput is never measured beside another job.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import TextIO
 from rlscale.dist import RUN_TIMESTAMP_ENV
 from rlscale.launch.ranks import gpus_needed_per_node, ranks_per_node
 from rlscale.launch.supervise import FORCED_SHUTDOWN_S, GRACEFUL_SHUTDOWN_S, STRAGGLER_GRACE_S, run_supervised
-from rlscale.study.lease import LeaseError, acquire
+from rlscale.study.lease import LeaseError, acquire, acquire_host
 
 GRANT_EXIT_CODE = 3
 """Exit code of a job whose granted GPUs differ from what its world size needs (argparse errors use 2)."""
@@ -27,6 +30,10 @@ GRANT_EXIT_CODE = 3
 LAUNCHER_SHUTDOWN_S = GRACEFUL_SHUTDOWN_S + FORCED_SHUTDOWN_S + STRAGGLER_GRACE_S + 5.0
 """After a forwarded signal, how long the rlscale launcher may take to stop before the job escalates: the launcher
 supervises its own ranks with these grace periods, so only a wedged launcher outlives them (+5 s: its polling)."""
+
+
+EXCLUSIVE_HOST_RULES = frozenset({"benchmark"})
+"""Rules whose jobs measure speed (the training, runtime and startup benchmarks): they hold the host alone."""
 
 
 class GrantError(RuntimeError):
@@ -82,8 +89,10 @@ def run_leased(
     rule: str = "this job",
     before: Callable[[], None] | None = None,
 ) -> int:
-    """Lease ``gpus`` GPU ids (and a port) on this host, then run ``command`` on them.
+    """Hold the host, lease ``gpus`` GPU ids (and a port) on it, then run ``command`` on them.
 
+    The host is held alone when ``rule`` is one of :data:`EXCLUSIVE_HOST_RULES`, else shared; always before the GPUs
+    and the port, the order that keeps two jobs from each holding what the other waits for.
     ``CUDA_VISIBLE_DEVICES`` is set to the leased ids and ``port_option PORT`` is appended to ``command``. Inside a
     SLURM job the allocation already owns its GPUs, so only the port is leased.
 
@@ -95,7 +104,7 @@ def run_leased(
         port_option: Option that passes the leased port to ``command``; ``None`` leases no port.
         stdout: Where the command's stdout goes; the inherited stdout when ``None``.
         environ: Base environment; defaults to ``os.environ``.
-        rule: The rule's name, for messages.
+        rule: The rule's name, for messages, and whether the job holds the host alone.
         before: Called once the lease is held, before ``command`` starts (e.g. to clear the run directory).
 
     Returns:
@@ -105,20 +114,26 @@ def run_leased(
     try:
         check_granted(gpus, granted, world_size, rule)
         under_slurm = bool(environ.get("SLURM_JOB_ID"))
-        lease = acquire(0 if under_slurm else gpus, port=port_option is not None, environ=environ)
+        host = acquire_host(rule in EXCLUSIVE_HOST_RULES, environ=environ, label=rule)
+        try:
+            lease = acquire(0 if under_slurm else gpus, port=port_option is not None, environ=environ)
+        except LeaseError:
+            host.release()
+            raise
     except GrantError as error:
         print(f"[study] ERROR: {error}", file=sys.stderr, flush=True)
         return GRANT_EXIT_CODE
     except LeaseError as error:
         print(f"[study] ERROR: {error}", file=sys.stderr, flush=True)
         return 1
-    with lease:
+    with host, lease:
         ids = ",".join(lease.gpu_ids) or ("SLURM allocation" if under_slurm and gpus else "none (CPU ranks)")
-        print(f"[study] leased GPU(s) {ids}, port {lease.port}", file=sys.stderr, flush=True)
+        hold = "alone" if host.exclusive else "shared"
+        print(f"[study] leased GPU(s) {ids}, port {lease.port}, host {hold}", file=sys.stderr, flush=True)
         port_args = [port_option, str(lease.port)] if port_option else []
         if before is not None:
             before()
-        return run_command([*command, *port_args], lease.environment(environ), lease.fds, stdout)
+        return run_command([*command, *port_args], lease.environment(environ), [*host.fds, *lease.fds], stdout)
 
 
 def first_node(environ: Mapping[str, str]) -> str:

@@ -1,4 +1,5 @@
-"""Host-wide leases of GPU ids and rendezvous ports, so that concurrent Snakemake jobs never share either.
+"""Host-wide leases of GPU ids and rendezvous ports, so that concurrent Snakemake jobs never share either, and of the
+host itself, so that a job measuring speed never runs beside another job.
 
 Snakemake's ``resources: gpu=N`` is only a counter: it never says *which* GPUs a job may use, and jobs inherit the
 caller's ``CUDA_VISIBLE_DEVICES`` unchanged. Before a job starts torchrun, its launcher therefore takes N ids from a
@@ -9,6 +10,11 @@ The directory is ``$RLSCALE_LEASE_DIR`` (default :data:`DEFAULT_LEASE_DIR`), sha
 files are opened read-only (``flock`` needs no write access) and the directory is world-writable and sticky like
 ``/tmp``. The pool is ``$RLSCALE_LEASE_GPUS`` (a comma-separated list of fake ids, for tests), else the entries of
 ``CUDA_VISIBLE_DEVICES``, else NVML's device indices.
+
+The host lease (:func:`acquire_host`) is a reader-writer lock on one file: every job that computes shares it, and a
+job that measures speed holds it alone. A job takes it **before** its GPUs and port, everywhere, so no two jobs can
+each hold one while waiting for the other. Shared holders pass a gate first that an exclusive waiter closes, so a
+stream of overlapping shared jobs cannot starve a speed measurement.
 """
 
 from __future__ import annotations
@@ -43,6 +49,10 @@ POLL_INTERVAL_S = 0.2
 """Pause between attempts while every suitable GPU or port is leased."""
 WAIT_REPORT_S = 30.0
 """How often a waiting job says what it waits for."""
+HOST_LOCK = "host.lock"
+"""Shared by every computing job of the host, held alone by a speed measurement."""
+HOST_GATE = "host-gate.lock"
+"""Held exclusively by a job waiting to hold the host alone, so that no new shared holder gets past it meanwhile."""
 
 
 class LeaseError(RuntimeError):
@@ -221,3 +231,101 @@ def acquire(
             print(f"[lease] waiting {now - started:.0f} s for {num_gpus} GPU(s) of {pool} and a port", file=log)
             last_report = now
         time.sleep(POLL_INTERVAL_S)
+
+
+@dataclass
+class HostLease:
+    """The host lock held shared or alone by this process (and by children it passes :attr:`fds` to)."""
+
+    exclusive: bool
+    """Whether this job holds the host alone."""
+    waited_s: float
+    """How long the job waited for it."""
+    fds: list[int] = field(default_factory=list, repr=False)
+    """The open host lock file; the lock lasts while any process holds it."""
+
+    def release(self) -> None:
+        """Close this process's lock fd (the kernel would do it at exit anyway)."""
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds.clear()
+
+    def __enter__(self) -> HostLease:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+
+def _lock_polling(fd: int, operation: int, deadline: float | None, waiting: Callable[[], None]) -> bool:
+    """Take ``flock(fd, operation)``, polling so that a deadline can end the wait; call ``waiting`` while blocked.
+
+    Returns:
+        Whether the lock is held (False: the deadline passed).
+    """
+    while True:
+        try:
+            fcntl.flock(fd, operation | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            waiting()
+            time.sleep(POLL_INTERVAL_S)
+
+
+def acquire_host(
+    exclusive: bool,
+    *,
+    environ: Mapping[str, str] | None = None,
+    timeout_s: float | None = None,
+    log: TextIO = sys.stderr,
+    label: str = "this job",
+) -> HostLease:
+    """Hold the host shared (a job that computes) or alone (a job that measures speed); wait while it cannot.
+
+    Take it before :func:`acquire` and release it after, in every caller: the fixed order keeps the two leases from
+    deadlocking. A job that had to wait says so when it starts waiting and how long it waited once it holds the host.
+
+    Args:
+        exclusive: Hold the host alone: no other job of the host runs meanwhile, and none starts.
+        environ: Environment giving the lock directory and the timeout; defaults to ``os.environ``.
+        timeout_s: Give up after this long; defaults to ``$RLSCALE_LEASE_TIMEOUT_S``, else waits indefinitely.
+        log: Where the waiting job reports.
+        label: The job's name, for the report.
+
+    Raises:
+        LeaseError: If the host was not granted within the timeout.
+    """
+    environ = os.environ if environ is None else environ
+    if timeout_s is None and environ.get(LEASE_TIMEOUT_ENV):
+        timeout_s = float(environ[LEASE_TIMEOUT_ENV])
+    directory = _lease_dir(environ)
+    mode, how = (fcntl.LOCK_EX, "alone") if exclusive else (fcntl.LOCK_SH, "shared")
+    started = time.monotonic()
+    deadline = None if timeout_s is None else started + timeout_s
+    reported: list[bool] = []
+
+    def waiting() -> None:
+        if not reported:
+            holders = "another job" if exclusive else "a speed measurement"
+            print(f"[lease] {label} waits for the host ({how}) while {holders} holds it", file=log, flush=True)
+            reported.append(True)
+
+    gate = os.open(directory / HOST_GATE, os.O_RDONLY | os.O_CREAT, 0o644)
+    host = os.open(directory / HOST_LOCK, os.O_RDONLY | os.O_CREAT, 0o644)
+    try:
+        held = _lock_polling(gate, mode, deadline, waiting) and _lock_polling(host, mode, deadline, waiting)
+    except BaseException:
+        os.close(host)
+        raise
+    finally:
+        os.close(gate)  # Only the host lock is kept: the gate matters only while waiting.
+    waited_s = time.monotonic() - started
+    if not held:
+        os.close(host)
+        raise LeaseError(f"the host ({how}) was not granted within {timeout_s:g} s (lock dir {directory}).")
+    if reported:
+        print(f"[lease] {label} holds the host ({how}) after waiting {waited_s:.1f} s", file=log, flush=True)
+    return HostLease(exclusive=exclusive, waited_s=waited_s, fds=[host])

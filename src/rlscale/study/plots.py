@@ -46,8 +46,8 @@ def _gpu_axis(axis, world_sizes: list[int], device_label: str) -> None:
 
 
 def scaling_figures(table: pd.DataFrame, device_label: str = "GPUs") -> dict[str, Figure]:
-    """Global throughput (median, IQR bars) and weak-scaling efficiency against world size, keyed ``throughput`` and
-    ``efficiency``.
+    """Global throughput (median, IQR bars) and weak-scaling efficiency (median, bootstrap 95 % interval bars) against
+    world size, keyed ``throughput`` and ``efficiency``.
 
     One panel per task and per-rank env count, one line per library.
     """
@@ -70,8 +70,12 @@ def scaling_figures(table: pd.DataFrame, device_label: str = "GPUs") -> dict[str
                         line["world_size"], line[column], yerr=line["global_fps_iqr"] / 2, marker="o", capsize=3,
                         label=label,
                     )  # fmt: skip
-                else:
-                    axis.plot(line["world_size"], line[column], marker="o", label=label)
+                else:  # Bars: the bootstrap 95 % interval (NaN where the interval is unknown draws none).
+                    below = line[column] - line["efficiency_low"]
+                    above = line["efficiency_high"] - line[column]
+                    axis.errorbar(
+                        line["world_size"], line[column], yerr=[below, above], marker="o", capsize=3, label=label
+                    )
             if name == "efficiency":
                 axis.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="ideal")
             axis.set_ylim(bottom=0)  # A truncated axis would exaggerate small differences.

@@ -202,5 +202,27 @@ def parity(rlscale_args: Sequence[str], *, output: Path, **launch_kwargs) -> int
 
 def benchmark(workflow: str, benchmark_args: Sequence[str], **launch_kwargs) -> int:
     """Run ``rlscale benchmark <workflow>_multigpu`` (see :func:`~rlscale.study.job_runner.launch`); global rank 0
-    writes the bundle (its ``--output_path``)."""
-    return launch(["benchmark", f"{workflow}_multigpu", *benchmark_args], rule="benchmark", **launch_kwargs)
+    writes the bundles (``--output_path``, ``{seed}`` filled in for each of ``--seeds``).
+
+    A training cell's seeds run in one process, except with ``--peer`` (:func:`runs_per_seed`). The runs stop at
+    the first that fails.
+    """
+    for run_args in runs_per_seed(benchmark_args):
+        code = launch(["benchmark", f"{workflow}_multigpu", *run_args], rule="benchmark", **launch_kwargs)
+        if code != 0:
+            return code
+    return 0
+
+
+def runs_per_seed(benchmark_args: Sequence[str]) -> list[list[str]]:
+    """The benchmark runs of a job: one with every seed of ``--seeds`` in it, or with ``--peer`` one per seed.
+
+    The peer baseline is a cold process of its own, so each of its figures stands beside one cold rlscale process
+    (``rlscale benchmark`` refuses ``--peer`` with several seeds).
+    """
+    args = list(benchmark_args)
+    if "--peer" not in args or "--seeds" not in args:
+        return [args]
+    start = args.index("--seeds") + 1
+    end = next((index for index in range(start, len(args)) if args[index].startswith("-")), len(args))
+    return [[*args[:start], seed, *args[end:]] for seed in args[start:end]]

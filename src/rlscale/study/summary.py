@@ -32,6 +32,13 @@ def _format(value: object) -> str:
     return str(value)
 
 
+def _with_interval(value: float, low: float, high: float) -> str:
+    """``median [low–high]`` (the bootstrap 95 % interval), or the bare median where the interval is unknown."""
+    if math.isnan(low) or math.isnan(high) or math.isnan(value):
+        return _format(value)
+    return f"{_format(value)} [{_format(low)}–{_format(high)}]"
+
+
 def markdown_table(frame: pd.DataFrame) -> str:
     """Render ``frame`` as a GitHub-flavoured Markdown table (pandas' own needs the optional ``tabulate``)."""
     header = "| " + " | ".join(map(str, frame.columns)) + " |"
@@ -145,6 +152,10 @@ def summary_markdown(
     labels = [library_label(*pair) for pair in zip(shown["rl_library"], shown["ml_framework"], strict=True)]
     shown.insert(1, "library", labels)
     shown = shown.drop(columns=["rl_library", "ml_framework"])
+    for column, interval in (("speedup", "speedup"), ("efficiency", "efficiency"), ("peer_ratio_median", "peer_ratio")):
+        bounds = [f"{interval}_low", f"{interval}_high"]
+        shown[column] = [_with_interval(*values) for values in shown[[column, *bounds]].itertuples(index=False)]
+        shown = shown.drop(columns=bounds)
     levels = sorted({evidence_level(int(n)) for n in table["n_runs"]}) if len(table) else []
     lines = [
         f"# Scaling study `{study}`",
@@ -156,7 +167,10 @@ def summary_markdown(
         "",
         "Global FPS is `runtime.total_fps.mean` of each `training_multigpu` bundle (all ranks). Efficiency is the",
         "median global FPS over `world_size ×` the median global FPS of world size 1 at the **same per-rank env",
-        "count**, task and library. IQR is the interquartile range over the runs (seeds) of a row.",
+        "count**, task and library. IQR is the interquartile range over the runs (seeds) of a row. Speedup,",
+        "efficiency and peer ratio read median [low–high]: a percentile-bootstrap 95 % interval, resampling the",
+        "row's seeds and the single rank's seeds independently (they ran as separate jobs, not interleaved pairs).",
+        "A peer ratio whose interval includes 1 does not tell rlscale and the peer apart.",
         "peer_ratio_median is the median over runs of rlscale ÷ the hand-written torchrun + library baseline,",
         "each measured side by side in the same run (`benchmark --peer`; – where the study ran no peer).",
         f"Evidence level: {', '.join(levels) or 'none'} (1 run explores; 3 or more independent runs screen).",

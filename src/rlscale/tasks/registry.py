@@ -47,8 +47,10 @@ class TaskSpec:
     """Package holding that ``agents/`` folder."""
     check_available: Callable[[], None] | None = None
     """Raises ImportError, with one line saying what to install, when the task's optional backend is missing."""
-    own_gpu_per_rank: bool = False
-    """The backend opens a context on every GPU it sees (JAX), so each rank of a CUDA job is shown only its own."""
+    ranks_see_all_gpus: bool = False
+    """Each rank of a CUDA job sees every GPU of its node. By default it sees only its own, as ``cuda:0``
+    (:func:`rlscale.dist.isolate_own_gpu`), so that nothing opens a context on the others (JAX does on every GPU it
+    sees); a task whose ranks must reach each other's GPUs opts out."""
     source: str = "rlscale"
     """The distribution the task comes from (``rlscale`` for the built-in tasks)."""
 
@@ -89,7 +91,7 @@ def register_task(
     agent_cfg_files: dict[str, str],
     package: str,
     check_available: Callable[[], None] | None = None,
-    own_gpu_per_rank: bool = False,
+    ranks_see_all_gpus: bool = False,
     aliases: Iterable[str] = (),
     closest_for: Mapping[str, str] | None = None,
 ) -> None:
@@ -102,7 +104,7 @@ def register_task(
         agent_cfg_files: :attr:`TaskSpec.agent_cfg_files`; each file is read here, so a broken one is refused now.
         package: :attr:`TaskSpec.agent_package`, also what :attr:`TaskSpec.source` is found from.
         check_available: Lets ``rlscale train`` refuse the task in one line when an optional backend is missing.
-        own_gpu_per_rank: :attr:`TaskSpec.own_gpu_per_rank`.
+        ranks_see_all_gpus: :attr:`TaskSpec.ranks_see_all_gpus`.
         aliases: Isaac Lab ids of the task this one reproduces (``Isaac-Cartpole-v0``), accepted wherever an id is.
         closest_for: Isaac Lab ids that rlscale does not reproduce, for which this task is the closest, each with the
             reason it is only the closest; they are refused with that line.
@@ -131,7 +133,7 @@ def register_task(
         dict(agent_cfg_files),
         package,
         check_available,
-        own_gpu_per_rank,
+        ranks_see_all_gpus,
         source_of(package),
     )
     _ALIASES.update(dict.fromkeys(aliases, task_id))

@@ -41,7 +41,6 @@ TASKS = (
         "agent_cfg_files": {"rsl_rl": "rsl_rl_ppo.yaml", "rl_games": "rl_games_ppo.yaml", "skrl": "skrl_ppo.yaml"},
         "package": __name__,
         "check_available": check_mjx,
-        "own_gpu_per_rank": True,
         "closest_for": {
             **dict.fromkeys(("Isaac-Ant", "Isaac-Ant-v0", "Isaac-Ant-Direct", "Isaac-Ant-Direct-v0"), NOT_ISAAC_ANT),
             **dict.fromkeys(

@@ -37,9 +37,9 @@ def jax_device_for(device: torch.device) -> jax.Device:
     """The JAX device that holds the same memory as a torch device (for CUDA, the same local index).
 
     Every array the task makes is placed on that device. JAX would still open a context on each GPU the process sees,
-    so a rank of a multi-GPU job sees only its own (``own_gpu_per_rank`` at registration, :func:`rlscale.dist.
-    isolate_own_gpu`): JAX 0.11's own ``jax_cuda_visible_devices`` narrowed to a GPU other than the first fails every
-    computation (``Device id 1 is out of range [0, 1)``, docs/tasks.md).
+    so a rank of a multi-GPU job sees only its own (every task's default, :func:`rlscale.dist.isolate_own_gpu`): JAX
+    0.11's own ``jax_cuda_visible_devices`` narrowed to a GPU other than the first fails every computation
+    (``Device id 1 is out of range [0, 1)``, docs/tasks.md).
     """
     if device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()
@@ -47,6 +47,16 @@ def jax_device_for(device: torch.device) -> jax.Device:
     if device.type == "cpu":
         return jax.devices("cpu")[0]
     raise ValueError(f"MJX tasks run on cpu or cuda devices, not {device}")
+
+
+def use_compile_cache(cache_dir: str | None) -> None:
+    """Point JAX's persistent compilation cache at ``cache_dir`` (None keeps JAX's own, ``JAX_COMPILATION_CACHE_DIR``)
+    and, with a cache, keep every executable there: JAX keeps only those that took over a second to compile, and a
+    study's later processes should load the quick ones (the reset, a small step) too."""
+    if cache_dir is not None:
+        jax.config.update("jax_compilation_cache_dir", cache_dir)
+    if jax.config.jax_compilation_cache_dir:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 def quat_rotate_inverse(quat: jax.Array, vec: jax.Array) -> jax.Array:
@@ -83,8 +93,7 @@ class MjxVecTask(VecTask):
         self.step_dt = cfg.sim_dt * cfg.decimation
         self.max_episode_length = math.ceil(cfg.episode_length_s / self.step_dt)
         self.is_finite_horizon = False
-        if cfg.jax_cache_dir is not None:
-            jax.config.update("jax_compilation_cache_dir", cfg.jax_cache_dir)
+        use_compile_cache(cfg.jax_cache_dir)
 
         self.mj_model = mujoco.MjModel.from_xml_string(self.mjcf)
         self.mj_model.opt.timestep = cfg.sim_dt

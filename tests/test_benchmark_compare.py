@@ -1,0 +1,281 @@
+"""Tests of ``rlscale benchmark compare``: the interleaved order, the pairing and intervals, the files, bad input."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import psutil
+import pytest
+
+from rlscale.benchmark.interleave import (
+    CSV_FILE,
+    JSON_FILE,
+    MARKDOWN_FILE,
+    PLAN_FILE,
+    main,
+    parse_variant,
+    planned_runs,
+    run_one,
+    run_order,
+    write_summary,
+)
+from rlscale.benchmark.stats import median_interval
+
+COMMON = ["--task", "Isaac-Cartpole-Direct", "--rl_library", "rsl_rl", "--device", "cpu", "--max_iterations", "2"]
+"""The smallest real training benchmark: 2 iterations (1 warm-up, 1 measured) of Cartpole on CPU."""
+
+
+def no_lease() -> contextlib.AbstractContextManager:
+    return contextlib.nullcontext()
+
+
+def compare(argv: list[str]) -> int:
+    """``main`` with no host lease (the lease has tests of its own)."""
+    return main(argv, hold_host=no_lease)
+
+
+class TestPlan:
+    def test_order_rotates_each_repeat(self):
+        """Repeat r starts with the r-th variant, so no variant always goes first."""
+        assert [run_order(["A", "B", "C"], repeat) for repeat in range(4)] == [
+            ["A", "B", "C"],
+            ["B", "C", "A"],
+            ["C", "A", "B"],
+            ["A", "B", "C"],
+        ]
+
+    def test_every_variant_of_a_repeat_shares_its_seed(self):
+        """Repeat r runs every variant once with base seed + r, at the position the rotation gives it."""
+        runs = planned_runs(["A", "B"], repeats=2, base_seed=10)
+        assert [(run["variant"], run["repeat"], run["position"], run["seed"]) for run in runs] == [
+            ("A", 0, 0, 10),
+            ("B", 0, 1, 10),
+            ("B", 1, 0, 11),
+            ("A", 1, 1, 11),
+        ]
+
+    def test_variant_with_environment_and_overrides(self):
+        """Leading KEY=VALUE words are the variant's environment; then the workflow and its own arguments."""
+        variant = parse_variant("ll=NCCL_PROTO=LL A_B='x y' training_multigpu --num_gpus 2 agent.seed=3")
+        assert variant.name == "ll" and variant.workflow == "training_multigpu"
+        assert variant.env == {"NCCL_PROTO": "LL", "A_B": "x y"}
+        assert variant.args == ("--num_gpus", "2", "agent.seed=3")
+
+    def test_variant_arguments_override_common_ones(self, tmp_path):
+        """A variant's own options come after the common ones, where argparse lets the last one win."""
+        argv = parse_variant("big=training --num_envs 16").command(["--num_envs", "8"], 3, tmp_path / "b.json")
+        assert argv[argv.index("benchmark") :] == [
+            *("benchmark", "training", "--num_envs", "8", "--num_envs", "16"),
+            *("--seed", "3", "--output_path", str(tmp_path / "b.json")),
+        ]
+
+
+class TestBadInput:
+    @pytest.mark.parametrize(
+        ("argv", "message"),
+        [
+            (["--variant", "a=training"], "at least two --variant"),
+            (["--variant", "a=training", "--variant", "b=trainin"], "unknown workflow 'trainin'"),
+            (["--variant", "a=training", "--variant", "1b=training"], "expected NAME=WORKFLOW"),
+            (["--variant", "a=training", "--variant", "b=X=1"], "no workflow after the environment"),
+            (["--variant", "a=training", "--variant", "a=runtime"], "names must differ"),
+            (["--variant", "a=training", "--variant", "b=training", "--repeats", "0"], "at least 1"),
+            (["--variant", "a=training", "--variant", "b=training --seed 3"], "--variant b sets --seed"),
+            (["--variant", "a=training", "--variant", "b=training", "--", "--output_path=x"], "common arguments"),
+        ],
+    )
+    def test_refused_in_one_line_with_nothing_written(self, tmp_path, capsys, argv, message):
+        """Each bad command line is one line on stderr, exit 2, and no output directory."""
+        with pytest.raises(SystemExit) as exit_info:
+            compare(["--output_dir", str(tmp_path / "out"), *argv])
+        assert exit_info.value.code == 2
+        stderr = capsys.readouterr().err
+        assert message in stderr and stderr.count("\n") == 1
+        assert not (tmp_path / "out").exists()
+
+    def test_summarise_only_needs_a_plan(self, tmp_path, capsys):
+        """Re-tabulating a directory without a comparison is refused in one line."""
+        with pytest.raises(SystemExit) as exit_info:
+            compare(["--output_dir", str(tmp_path), "--summarise_only"])
+        assert exit_info.value.code == 2 and "plan.json does not exist" in capsys.readouterr().err
+
+
+class TestRunOne:
+    def test_timeout_stops_the_run_and_is_recorded(self, tmp_path):
+        """A run past --run_timeout_s is stopped (its process group signalled) and marked timed out."""
+        started = time.monotonic()
+        argv = [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"]
+        outcome = run_one(argv, dict(os.environ), tmp_path / "run.log", timeout_s=0.5)
+        assert outcome["timed_out"] and outcome["exit_code"] != 0
+        assert time.monotonic() - started < 20
+        assert "started" in (tmp_path / "run.log").read_text()
+
+
+def fake_bundle(fps: float, world_size: int = 1) -> dict:
+    """The bundle fields the comparison reads."""
+    return {
+        "run": {"status": "completed"},
+        "runtime": {"total_fps": {"mean": fps}, "total_wall_time_s": 1.0, "startup_time_s": {}},
+        "resources": {"gpu_process_mem_gb": 2.5},
+        "extra": {"world_size": world_size, "num_envs_per_rank": 64},
+    }
+
+
+class TestSummary:
+    def test_paired_ratios_and_intervals_from_the_bundles(self, tmp_path):
+        """With a 1-rank baseline and a 2-rank variant over 3 repeats (one of the variant's runs failed), the ratios
+        pair runs by repeat, skip the unpaired one, and their medians and intervals are median_interval's."""
+        fps = {"one": [100.0, 120.0, 90.0], "two": [190.0, None, 200.0]}
+        plan = {
+            "variants": [
+                {"name": "one", "workflow": "training", "args": [], "env": {}},
+                {"name": "two", "workflow": "training_multigpu", "args": ["--num_gpus", "2"], "env": {}},
+            ],
+            "common": ["--task", "T"],
+            "repeats": 3,
+            "base_seed": 0,
+            "outcomes": {},
+        }
+        for name, values in fps.items():
+            (tmp_path / name).mkdir()
+            for repeat, value in enumerate(values):
+                outcome = {"exit_code": 0 if value else 1, "timed_out": False, "wall_s": 1.0}
+                plan["outcomes"][f"{name}/repeat{repeat}"] = outcome
+                if value:
+                    bundle = fake_bundle(value, world_size=1 if name == "one" else 2)
+                    (tmp_path / name / f"repeat{repeat}.json").write_text(json.dumps(bundle))
+        (tmp_path / PLAN_FILE).write_text(json.dumps(plan))
+        summary = write_summary(tmp_path)
+        one, two = summary["variants"]
+        assert (one["completed"], two["completed"]) == (3, 2)
+        assert one["throughput"]["median"] == 100.0
+        ratios = [190.0 / 100.0, 200.0 / 90.0]
+        assert two["ratio_per_repeat"] == {0: pytest.approx(ratios[0]), 2: pytest.approx(ratios[1])}
+        assert [two["ratio"][key] for key in ("median", "low", "high")] == pytest.approx(median_interval(ratios))
+        efficiency = [ratio / 2 for ratio in ratios]
+        assert [two["per_rank_ratio"][key] for key in ("median", "low", "high")] == pytest.approx(
+            median_interval(efficiency)
+        )
+        assert two["verdict"] == "higher"  # Both ratios are above 1, so is the whole interval.
+        table = pd.read_csv(tmp_path / CSV_FILE)
+        assert table["status"].tolist().count("failed (exit 1, no bundle)") == 1
+        assert table["gpu_process_mem_gb"].dropna().tolist() == [2.5] * 5
+        markdown = (tmp_path / MARKDOWN_FILE).read_text()
+        assert "| two | 2 |" in markdown and "| one | `training` | 3/3 |" in markdown
+
+
+@pytest.fixture(scope="module")
+def real_comparison(tmp_path_factory):
+    """One real comparison on CPU: a baseline, a variant with more envs and its own environment, and a variant that
+    always fails (refused arguments), over 2 repeats."""
+    directory = tmp_path_factory.mktemp("compare") / "out"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "RLSCALE_LEASE_DIR": str(directory.parent / "lease")}
+    argv = [
+        *(sys.executable, "-m", "rlscale", "benchmark", "compare", "--repeats", "2", "--base_seed", "5"),
+        *("--output_dir", str(directory), "--variant", "small=training"),
+        *("--variant", "large=RLSCALE_TEST_MARK=on training --num_envs 16"),
+        *("--variant", "broken=training --num_envs 0", "--"),
+        *COMMON,
+        *("--num_envs", "8", "--log_root", str(directory.parent / "runs")),
+    ]
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    return directory, result
+
+
+class TestRealComparison:
+    def test_runs_interleaved_and_rotated(self, real_comparison):
+        """The CSV lists the runs in the order they ran: rotated each repeat, one seed per repeat."""
+        directory, result = real_comparison
+        table = pd.read_csv(directory / CSV_FILE)
+        assert list(zip(table["variant"], table["repeat"], table["seed"], strict=True)) == [
+            ("small", 0, 5),
+            ("large", 0, 5),
+            ("broken", 0, 5),
+            ("large", 1, 6),
+            ("broken", 1, 6),
+            ("small", 1, 6),
+        ]
+        assert table["position"].tolist() == [0, 1, 2, 0, 1, 2]
+        assert "[1/6] small repeat 0: " in result.stdout and "k env-steps/s" in result.stdout
+        assert "WARNING: 2 repeat(s)" in result.stderr
+
+    def test_failed_runs_are_recorded_not_fatal(self, real_comparison):
+        """The broken variant's runs are failures in the table; the others completed; the tool exits 1."""
+        directory, result = real_comparison
+        assert result.returncode == 1, result.stderr
+        table = pd.read_csv(directory / CSV_FILE)
+        broken = table["variant"] == "broken"
+        assert table.loc[broken, "status"].str.startswith("failed (exit 2").all()
+        assert (table.loc[~broken, "status"] == "completed").all()
+        assert "--num_envs" in (directory / "broken" / "repeat0.log").read_text()
+        summary = json.loads((directory / JSON_FILE).read_text())
+        assert [variant["completed"] for variant in summary["variants"]] == [2, 2, 0]
+
+    def test_bundles_and_ratios(self, real_comparison):
+        """Each run wrote its bundle with its repeat's seed and the variant's env count; the ratios are those of the
+        bundles' own total_fps.mean, paired by repeat."""
+        directory, _ = real_comparison
+        fps = {}
+        for name, num_envs in (("small", 8), ("large", 16)):
+            for repeat in range(2):
+                bundle = json.loads((directory / name / f"repeat{repeat}.json").read_text())
+                assert bundle["run"]["seed"] == 5 + repeat and bundle["run"]["num_envs"] == num_envs
+                fps[name, repeat] = bundle["runtime"]["total_fps"]["mean"]
+        large = json.loads((directory / JSON_FILE).read_text())["variants"][1]
+        ratios = [fps["large", repeat] / fps["small", repeat] for repeat in range(2)]
+        assert list(large["ratio_per_repeat"].values()) == pytest.approx(ratios)
+        assert [large["ratio"][key] for key in ("median", "low", "high")] == pytest.approx(median_interval(ratios))
+        assert "RLSCALE_TEST_MARK=on training --num_envs 16" in (directory / MARKDOWN_FILE).read_text()
+
+    def test_summarise_only_rebuilds_the_same_tables(self, real_comparison):
+        """--summarise_only regenerates identical tables from the plan and the bundles alone."""
+        directory, _ = real_comparison
+        before = {name: (directory / name).read_text() for name in (CSV_FILE, MARKDOWN_FILE, JSON_FILE)}
+        for name in before:
+            (directory / name).unlink()
+        assert compare(["--output_dir", str(directory), "--summarise_only"]) == 0
+        assert {name: (directory / name).read_text() for name in before} == before
+
+
+class TestInterrupt:
+    def test_ctrl_c_stops_the_run_and_its_children_and_tabulates(self, tmp_path):
+        """SIGINT during a run stops it with everything it started, runs nothing further, writes the tables and
+        exits 130."""
+        directory = tmp_path / "out"
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "RLSCALE_LEASE_DIR": str(tmp_path / "lease")}
+        argv = [
+            *(
+                sys.executable,
+                "-m",
+                "rlscale",
+                "benchmark",
+                "compare",
+                "--repeats",
+                "1",
+                "--output_dir",
+                str(directory),
+            ),
+            *("--variant", "a=training", "--variant", "b=training", "--", *COMMON[:-1], "100000", "--num_envs", "8"),
+            *("--log_root", str(tmp_path / "runs")),
+        ]
+        compare_process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        log = directory / "a" / "repeat0.log"
+        deadline = time.monotonic() + 60
+        while not (log.is_file() and log.read_text().count("\n") > 1) and time.monotonic() < deadline:  # It prints.
+            time.sleep(0.2)
+        children = psutil.Process(compare_process.pid).children(recursive=True)
+        assert children, "the run had not started"
+        compare_process.send_signal(signal.SIGINT)
+        stdout, _ = compare_process.communicate(timeout=120)
+        assert compare_process.returncode == 130
+        assert not [child for child in children if child.is_running() and child.status() != psutil.STATUS_ZOMBIE]
+        table = pd.read_csv(directory / CSV_FILE)
+        assert table["status"].tolist()[1] == "not run" and table["status"][0] != "completed"  # b never started
+        assert "[1/2] a repeat 0: " in stdout

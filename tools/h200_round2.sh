@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Issue 21 on the lent nvidia-h200-x2: each speed lever and the rank placement against its baseline with
+# `rlscale benchmark compare` (variants interleaved, order rotated, 5 repeats, one seed per repeat), Isaac-Cartpole-
+# Direct with Isaac Lab's agent configs. Each part writes OUT/<part>/<comparison>/ (bundles, logs, comparison.md).
+# Usage: tools/h200_round2.sh OUT PART...   (after sourcing tools/h200_env.sh)
+#   rsl_rl      rsl_rl's levers at 1 GPU, 4096 envs: torch.compile, mixed precision, TF32
+#   skrl        skrl's mixed precision at 1 GPU, 4096 envs
+#   rl_games    rl_games' torch.compile and mixed precision at 1 GPU, 4096 envs
+#   placement   2 GPUs, 4096 envs per GPU, rsl_rl: one GPU (the efficiency's baseline), two with CPU binding, two
+#               without it, two with one CPU thread per rank
+set -uo pipefail
+out=${1:?output directory}
+shift
+mkdir -p "$out"
+repeats=${REPEATS:-5}
+common=(--task Isaac-Cartpole-Direct --num_envs 4096 --device cuda --max_iterations 12 --warmup_iterations 3
+  --log_root /tmp/round2_runs)
+
+compare() { # NAME RUN_TIMEOUT_S COMMON_ARGS... -- VARIANTS... (each "--variant" "SPEC")
+  local name=$1 timeout_s=$2
+  shift 2
+  local args=() variants=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do args+=("$1"); shift; done
+  shift
+  variants=("$@")
+  local started=$(date +%s)
+  python3 -m rlscale benchmark compare --repeats "$repeats" --base_seed 1 --run_timeout_s "$timeout_s" \
+    --output_dir "$out/$name" "${variants[@]}" -- "${common[@]}" "${args[@]}" > "$out/$name.log" 2>&1
+  echo "== $name: exit $? in $(( $(date +%s) - started )) s"
+  cat "$out/$name/comparison.md" 2>/dev/null || tail -n 5 "$out/$name.log"
+}
+
+for part in "$@"; do
+  case $part in
+    rsl_rl)
+      compare rsl_rl_levers 180 --rl_library rsl_rl -- \
+        --variant "eager=training" \
+        --variant "compile_default=training agent.torch_compile_mode=default" \
+        --variant "mixed_precision=training agent.algorithm.use_mixed_precision=true" \
+        --variant "tf32=training --tf32" ;;
+    skrl)
+      compare skrl_levers 120 --rl_library skrl -- \
+        --variant "base=training" \
+        --variant "mixed_precision=training agent.agent.mixed_precision=true" ;;
+    rl_games)
+      compare rl_games_levers 180 --rl_library rl_games -- \
+        --variant "base=training" \
+        --variant "compile_default=training agent.params.config.torch_compile=default" \
+        --variant "mixed_precision=training agent.params.config.mixed_precision=true" ;;
+    placement)
+      compare rsl_rl_placement 120 --rl_library rsl_rl -- \
+        --variant "one_gpu=training" \
+        --variant "two_gpus_bound=training_multigpu --num_gpus 2" \
+        --variant "two_gpus_unbound=training_multigpu --num_gpus 2 --cpu_binding none" \
+        --variant "two_gpus_one_thread=training_multigpu --num_gpus 2 --cpu_threads 1" ;;
+    *) echo "unknown part $part"; exit 2 ;;
+  esac
+done
+ps -eo pid,cmd | grep -E "rlscale|torchrun" | grep -v grep || echo "no rank left"
