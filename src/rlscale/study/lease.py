@@ -113,8 +113,27 @@ def _port_bindable(port: int) -> bool:
     return True
 
 
+class HeldLocks:
+    """Lock fds held by this process (``self.fds``), closed on release or when the ``with`` block ends."""
+
+    fds: list[int]
+
+    def release(self) -> None:
+        """Close this process's lock fds (the kernel would do it at exit anyway)."""
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+
 @dataclass
-class Lease:
+class Lease(HeldLocks):
     """GPU ids and a port held by this process (and by children it passes :attr:`fds` to) until released."""
 
     gpu_ids: tuple[str, ...]
@@ -130,19 +149,6 @@ class Lease:
         if self.gpu_ids:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(self.gpu_ids)
         return env
-
-    def release(self) -> None:
-        """Close this process's lock fds (the kernel would do it at exit anyway)."""
-        for fd in self.fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self.fds.clear()
-
-    def __enter__(self) -> Lease:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.release()
 
 
 def _grab(
@@ -234,7 +240,7 @@ def acquire(
 
 
 @dataclass
-class HostLease:
+class HostLease(HeldLocks):
     """The host lock held shared or alone by this process (and by children it passes :attr:`fds` to)."""
 
     exclusive: bool
@@ -243,19 +249,6 @@ class HostLease:
     """How long the job waited for it."""
     fds: list[int] = field(default_factory=list, repr=False)
     """The open host lock file; the lock lasts while any process holds it."""
-
-    def release(self) -> None:
-        """Close this process's lock fd (the kernel would do it at exit anyway)."""
-        for fd in self.fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self.fds.clear()
-
-    def __enter__(self) -> HostLease:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.release()
 
 
 def _lock_polling(fd: int, operation: int, deadline: float | None, waiting: Callable[[], None]) -> bool:
