@@ -15,6 +15,7 @@ from rlscale import cli
 from rlscale.dist import PLACEMENT_ENV, CpuShare, NodePlacement
 from rlscale.launch.placement import (
     bind_this_process,
+    describe_placement,
     format_cpu_list,
     parse_cpu_list,
     plan_cpu_shares,
@@ -108,9 +109,10 @@ class TestPlanNode:
         assert placement.gpu_affinity == "none"
         assert cpus_of(placement.shares) == [[0, 1], [2, 3]]
 
-    def test_cpu_ranks_ask_no_gpu(self):
+    def test_cpu_ranks_are_left_unbound(self):
         placement = plan_node("auto", 2, True, {}, available_cpus=range(4), read_affinities=refuse_nvml, core_of={})
-        assert (placement.gpu_affinity, cpus_of(placement.shares)) == ("none", [[0, 1], [2, 3]])
+        assert placement == NodePlacement("auto", "none")
+        assert describe_placement(placement) == ["[INFO] cpu binding auto: ranks left unbound"]
 
     def test_binding_none_leaves_the_ranks_unbound(self):
         assert plan_node("none", 2, False, {}, read_affinities=refuse_nvml) == NodePlacement("none", "none")
@@ -145,15 +147,19 @@ def available_cpu_count() -> int:
 
 
 class TestLauncher:
-    def test_dry_run_prints_one_line_per_local_rank_on_stderr(self, capsys):
-        code = cli.main(
-            ["train_multigpu", "--task", "Isaac-Cartpole", "--device", "cpu", "--num_gpus", "2", "--dry_run"]
-        )
+    def test_dry_run_prints_one_line_per_local_rank_on_stderr(self, capsys, monkeypatch):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")  # GPU ranks; no NVML here, so the host's CPUs are split
+        code = cli.main(["train_multigpu", "--task", "Isaac-Cartpole", "--num_gpus", "2", "--dry_run"])
         out, err = capsys.readouterr()
         assert code == 0
         assert out.count("\n") == 1 and "torch.distributed.run" in out  # stdout stays the command, for the plan rule
         lines = [line for line in err.splitlines() if "cpu binding" in line]
         assert [line.split(": ")[1] for line in lines] == ["local rank 0", "local rank 1"]
+
+    def test_dry_run_of_cpu_ranks_leaves_them_unbound(self, capsys):
+        argv = ["train_multigpu", "--task", "Isaac-Cartpole", "--device", "cpu", "--num_gpus", "2", "--dry_run"]
+        assert cli.main(argv) == 0
+        assert "[INFO] cpu binding auto: ranks left unbound" in capsys.readouterr().err
 
     def test_dry_run_of_binding_none(self, capsys):
         argv = ["train_multigpu", "--task", "Isaac-Cartpole", "--device", "cpu", "--cpu_binding", "none", "--dry_run"]
@@ -228,15 +234,15 @@ class TestRankApplies:
         assert (record["binding"], record["cpus"], record["threads"]) == (None, sorted(os.sched_getaffinity(0)), 1)
 
 
-def test_two_cpu_ranks_record_disjoint_cpu_shares(tmp_path):
-    """A real 2-rank gloo job: each rank's manifest shows its own CPUs, one thread per CPU."""
+def test_two_cpu_ranks_stay_unbound_with_one_thread_each(tmp_path):
+    """A real 2-rank gloo job under ``--cpu_binding auto``: each rank's manifest shows the launcher's CPUs, unnarrowed,
+    and one torch thread."""
     code, output, _ = run(
         *TRAIN, "--num_gpus", "2", "--max_iterations", "2", "--num_envs", "16", "--log_root", str(tmp_path)
     )
     assert code == 0, output[-3000:]
     placements = [data["placement"] for _, data in sorted(manifests(tmp_path).items())]
     assert len(placements) == 2
-    first, second = (set(placement["cpus"]) for placement in placements)
-    assert first and second and not first & second
-    assert [placement["threads"] for placement in placements] == [len(first), len(second)]
+    assert [placement["cpus"] for placement in placements] == [sorted(os.sched_getaffinity(0))] * 2
+    assert [placement["threads"] for placement in placements] == [1, 1]
     assert {placement["binding"] for placement in placements} == {"auto"}

@@ -76,6 +76,7 @@ class TestRslRl:
             "agent.algorithm.grad_reduce_bucket_mb=50",
             "agent.algorithm.use_mixed_precision=true",
             "agent.algorithm.optimizer=adamw",
+            "agent.check_for_nan=false",
         )
         alg = built[0].alg
         assert (alg.grad_reduce_bucket_mb, alg.use_mixed_precision, type(alg.optimizer)) == (
@@ -83,9 +84,11 @@ class TestRslRl:
             True,
             torch.optim.AdamW,
         )
+        assert built[0].cfg["check_for_nan"] is False
         assert manifest["speed_levers"] == {
             "tf32": False,
             "torch_compile_mode": None,
+            "check_for_nan": False,
             "optimizer": "adamw",
             "use_mixed_precision": True,
             "grad_reduce_bucket_mb": 50,
@@ -96,6 +99,7 @@ class TestRslRl:
         levers = rsl_rl_adapter.speed_levers({"algorithm": {"class_name": "PPO"}})
         assert levers == {
             "torch_compile_mode": None,
+            "check_for_nan": True,
             "optimizer": "adam",
             "use_mixed_precision": False,
             "grad_reduce_bucket_mb": 25,

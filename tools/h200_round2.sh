@@ -6,6 +6,9 @@
 #   rsl_rl      rsl_rl's levers at 1 GPU, 4096 envs: torch.compile, mixed precision, TF32
 #   skrl        skrl's mixed precision at 1 GPU, 4096 envs
 #   rl_games    rl_games' torch.compile and mixed precision at 1 GPU, 4096 envs
+#   rsl_rl_nan  rsl_rl's per-step NaN check (runner check_for_nan) on and off at 1 GPU, 4096 envs
+#   startup     rsl_rl's process start to first iteration by phase, warm cache: one run to warm it, then $REPEATS;
+#               and where rsl_rl's import spends its time (python -X importtime)
 #   placement   2 GPUs, 4096 envs per GPU, rsl_rl: one GPU (the efficiency's baseline), two with CPU binding, two
 #               without it, two with one CPU thread per rank
 set -uo pipefail
@@ -47,6 +50,19 @@ for part in "$@"; do
         --variant "base=training" \
         --variant "compile_default=training agent.params.config.torch_compile=default" \
         --variant "mixed_precision=training agent.params.config.mixed_precision=true" ;;
+    rsl_rl_nan)
+      compare rsl_rl_nan_check 180 --rl_library rsl_rl -- \
+        --variant "nan_check=training" \
+        --variant "no_nan_check=training agent.check_for_nan=false" ;;
+    startup)
+      mkdir -p "$out/startup"
+      python3 -X importtime -c "import rlscale.rl.rsl_rl" 2> "$out/startup/importtime.txt"
+      for r in $(seq 0 "$repeats"); do
+        python3 -m rlscale benchmark startup --task Isaac-Cartpole-Direct --num_envs 4096 --device cuda \
+          --seed $((r + 1)) --log_root /tmp/round2_runs --output_path "$out/startup/repeat$r.json" \
+          > "$out/startup/repeat$r.log" 2>&1
+        echo "== startup repeat $r (0 warms the cache): exit $?"
+      done ;;
     placement)
       compare rsl_rl_placement 120 --rl_library rsl_rl -- \
         --variant "one_gpu=training" \

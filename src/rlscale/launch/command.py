@@ -152,9 +152,10 @@ def build_parser(cfg: LauncherCfg) -> argparse.ArgumentParser:
             "--cpu_binding",
             choices=CPU_BINDINGS,
             default="auto",
-            help="auto (default): bind each rank to an equal share of this node's CPUs, those near its GPU where NVML "
-            "tells, with one torch thread per CPU; none: leave the ranks unbound (threads: the cores shared among GPU "
-            "ranks, 1 per CPU rank). A rank's --cpu_threads still sets its threads.",
+            help="auto (default): bind each GPU rank to an equal share of this node's CPUs, those near its GPU where "
+            "NVML tells, with one torch thread per CPU (CPU ranks stay unbound); none: leave the ranks unbound "
+            "(threads: the cores shared among GPU ranks, 1 per CPU rank). A rank's --cpu_threads still sets its "
+            "threads.",
         )
     add(
         "--dry_run",

@@ -36,7 +36,7 @@ def plan_cpu_shares(
     """Split the CPUs over a node's ranks, one :class:`CpuShare` per local rank.
 
     Ranks whose GPUs have the same affinity split that set (within ``available_cpus``) into equal contiguous chunks;
-    without affinities (CPU ranks, or NVML could not tell) all ranks split ``available_cpus``. A GPU whose affinity
+    without affinities (NVML could not tell) all ranks split ``available_cpus``. A GPU whose affinity
     has no available CPU counts as having none. With fewer CPUs than ranks, ranks share CPUs, one each.
 
     Args:
@@ -128,7 +128,8 @@ def plan_node(
     Args:
         binding: One of :data:`CPU_BINDINGS`.
         local_world_size: Ranks on this node.
-        on_cpu: Whether the ranks are CPU processes (no GPU affinity to read).
+        on_cpu: Whether the ranks are CPU processes: those are left unbound, to the kernel's balancing, as a job cannot
+            see the other jobs on its host.
         environ: Environment of the launch (``CUDA_VISIBLE_DEVICES``).
         available_cpus: CPUs the launcher may use; default ``os.sched_getaffinity(0)``.
         read_affinities: Reads the GPUs' CPU affinity (NVML).
@@ -136,6 +137,8 @@ def plan_node(
     """
     if binding == "none":
         return NodePlacement("none", "none")
+    if on_cpu:  # other jobs share this host's cores; pinning each job's ranks to the same CPUs would pile them up
+        return NodePlacement("auto", "none")
     available = sorted(os.sched_getaffinity(0) if available_cpus is None else available_cpus)
     affinities = None
     if not on_cpu:

@@ -4,13 +4,19 @@
 only local rank 0. skrl's JAX launcher exits 0 whatever its children do, so each rank also leaves its exit status in
 ``$RLSCALE_STATUS_DIR`` for the launcher to read. Each rank also beats for the launcher's hang watchdog
 (:mod:`rlscale.heartbeat`) and stops itself should the launcher die (:mod:`.orphans`).
+
+A rank whose failure follows a peer's (its collective broke when the peer died) waits a moment before it exits, so that
+torchrun names the peer as the root cause: torchrun orders failures by whole-second timestamps, then by when it
+noticed each exit, and a failing peer can still be tearing down when the ranks it left behind have already exited.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +25,9 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from rlscale import heartbeat
 from rlscale.dist import STATUS_DIR_ENV, SUPERVISOR_PID_ENV, rank_info
 from rlscale.launch.orphans import guard_rank
+
+FOLLOWING_FAILURE_WAIT_S = 3.0
+"""How long a rank that failed after a peer waits for the launcher to reap the peer first (and stop this rank)."""
 
 
 def run_rank(main: Callable[[list[str]], int], argv: list[str]) -> int:
@@ -46,6 +55,17 @@ def run_rank(main: Callable[[list[str]], int], argv: list[str]) -> int:
             temporary = path.with_name(f".{path.name}.tmp")
             temporary.write_text(json.dumps(status))
             os.replace(temporary, path)
+            if status["error"] is not None and peer_failed(Path(status_dir), rank):
+                with contextlib.suppress(KeyboardInterrupt):  # the launcher's SIGTERM ends the wait
+                    time.sleep(FOLLOWING_FAILURE_WAIT_S)
+
+
+def peer_failed(status_dir: Path, rank: int) -> bool:
+    """Whether another rank of this node has already left a failure in ``status_dir``."""
+    for path in status_dir.glob("rank_*.json"):
+        if path.name != f"rank_{rank}.json" and json.loads(path.read_text())["error"] is not None:
+            return True
+    return False
 
 
 if __name__ == "__main__":

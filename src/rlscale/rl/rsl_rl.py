@@ -46,12 +46,17 @@ SPEED_LEVERS = ("optimizer", "use_mixed_precision", "grad_reduce_bucket_mb")
 
 
 def speed_levers(agent_cfg: dict) -> dict:
-    """The speed settings rsl_rl trains with: ``torch_compile_mode`` (``PPO.compile`` of actor and critic) and
-    :data:`SPEED_LEVERS`, each as the config sets it, else PPO's own default."""
+    """The speed settings rsl_rl trains with: ``torch_compile_mode`` (``PPO.compile`` of actor and critic),
+    ``check_for_nan`` (the runner's per-step NaN check) and :data:`SPEED_LEVERS`, each as the config sets it, else
+    rsl_rl's own default."""
     defaults = inspect.signature(PPO).parameters
     algorithm = agent_cfg["algorithm"]
     levers = {name: algorithm.get(name, defaults[name].default) for name in SPEED_LEVERS}
-    return {"torch_compile_mode": agent_cfg.get("torch_compile_mode")} | levers
+    runner = {
+        "torch_compile_mode": agent_cfg.get("torch_compile_mode"),
+        "check_for_nan": agent_cfg.get("check_for_nan", True),
+    }
+    return runner | levers
 
 
 class RslRlVecEnv(VecEnv):

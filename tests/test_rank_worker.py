@@ -1,0 +1,62 @@
+"""A rank's exit report (:mod:`rlscale.launch.worker`): the status file, and the wait of a rank that failed after a
+peer, which lets torchrun name the peer as the root cause."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rlscale.dist import STATUS_DIR_ENV, SUPERVISOR_PID_ENV
+from rlscale.launch import worker
+
+
+class BrokenCollective(RuntimeError):
+    pass
+
+
+@pytest.fixture
+def rank_one(monkeypatch, tmp_path):
+    """Rank 1 of 2, reporting to ``tmp_path``; its waits are recorded instead of slept."""
+    for name, value in {"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv(STATUS_DIR_ENV, str(tmp_path))
+    monkeypatch.delenv(SUPERVISOR_PID_ENV, raising=False)
+    monkeypatch.setattr(worker, "guard_rank", lambda rank, supervisor: None)
+    monkeypatch.setattr(worker.heartbeat, "beat", lambda phase: None)
+    waits: list[float] = []
+    monkeypatch.setattr(worker.time, "sleep", waits.append)
+    return tmp_path, waits
+
+
+def fail(_argv):
+    raise BrokenCollective("Connection closed by peer")
+
+
+def test_a_rank_failing_after_a_peer_waits_for_the_launcher(rank_one):
+    status_dir, waits = rank_one
+    (status_dir / "rank_0.json").write_text(json.dumps({"exit_code": 1, "error": "InjectedCrash: on rank 0"}))
+    with pytest.raises(BrokenCollective):
+        worker.run_rank(fail, [])
+    assert waits == [worker.FOLLOWING_FAILURE_WAIT_S]
+    assert json.loads((status_dir / "rank_1.json").read_text()) == {
+        "exit_code": 1,
+        "error": "BrokenCollective: Connection closed by peer",
+    }
+
+
+@pytest.mark.parametrize("peer", [None, {"exit_code": 0, "error": None}], ids=["first-to-fail", "peer-succeeded"])
+def test_the_first_failure_exits_at_once(rank_one, peer):
+    status_dir, waits = rank_one
+    if peer is not None:
+        (status_dir / "rank_0.json").write_text(json.dumps(peer))
+    with pytest.raises(BrokenCollective):
+        worker.run_rank(fail, [])
+    assert waits == []
+
+
+def test_a_succeeding_rank_never_waits(rank_one):
+    status_dir, waits = rank_one
+    (status_dir / "rank_0.json").write_text(json.dumps({"exit_code": 1, "error": "InjectedCrash: on rank 0"}))
+    assert worker.run_rank(lambda _argv: 0, []) == 0
+    assert waits == []
