@@ -105,3 +105,4 @@ class TestSchemasAgree:
         entry = CONFIG_SCHEMA["properties"]["libraries"]["items"]["properties"]
         assert entry["name"]["enum"] == LIBRARIES
         assert sorted(entry["ml_framework"]["enum"]) == ML_FRAMEWORKS
+        assert CONFIG_SCHEMA["properties"]["agent_overrides"]["propertyNames"]["enum"] == LIBRARIES

@@ -7,8 +7,10 @@
 #   skrl        skrl's mixed precision at 1 GPU, 4096 envs
 #   rl_games    rl_games' torch.compile and mixed precision at 1 GPU, 4096 envs
 #   rsl_rl_nan  rsl_rl's per-step NaN check (runner check_for_nan) on and off at 1 GPU, 4096 envs
-#   startup     rsl_rl's process start to first iteration by phase, warm cache: one run to warm it, then $REPEATS;
-#               and where rsl_rl's import spends its time (python -X importtime)
+#   startup     process start to first iteration by phase, warm cache, for each of $STARTUP_LIBS (default rsl_rl):
+#               one run to warm the cache, then $REPEATS; and where rsl_rl's import spends its time (-X importtime)
+#   placement1  1 GPU, 4096 envs, rsl_rl: the plain process against one rank under the launcher bound (the default),
+#               unbound, and with one CPU thread
 #   placement   2 GPUs, 4096 envs per GPU, rsl_rl: one GPU (the efficiency's baseline), two with CPU binding, two
 #               without it, two with one CPU thread per rank
 set -uo pipefail
@@ -57,12 +59,21 @@ for part in "$@"; do
     startup)
       mkdir -p "$out/startup"
       python3 -X importtime -c "import rlscale.rl.rsl_rl" 2> "$out/startup/importtime.txt"
-      for r in $(seq 0 "$repeats"); do
-        python3 -m rlscale benchmark startup --task Isaac-Cartpole-Direct --num_envs 4096 --device cuda \
-          --seed $((r + 1)) --log_root /tmp/round2_runs --output_path "$out/startup/repeat$r.json" \
-          > "$out/startup/repeat$r.log" 2>&1
-        echo "== startup repeat $r (0 warms the cache): exit $?"
+      for library in ${STARTUP_LIBS:-rsl_rl}; do
+        mkdir -p "$out/startup/$library"
+        for r in $(seq 0 "$repeats"); do
+          python3 -m rlscale benchmark startup --task Isaac-Cartpole-Direct --rl_library "$library" --num_envs 4096 \
+            --device cuda --seed $((r + 1)) --log_root /tmp/round2_runs \
+            --output_path "$out/startup/$library/repeat$r.json" > "$out/startup/$library/repeat$r.log" 2>&1
+          echo "== startup $library repeat $r (0 warms the cache): exit $?"
+        done
       done ;;
+    placement1)
+      compare rsl_rl_placement_1gpu 120 --rl_library rsl_rl -- \
+        --variant "plain=training" \
+        --variant "launched_bound=training_multigpu --num_gpus 1" \
+        --variant "launched_unbound=training_multigpu --num_gpus 1 --cpu_binding none" \
+        --variant "launched_one_thread=training_multigpu --num_gpus 1 --cpu_threads 1" ;;
     placement)
       compare rsl_rl_placement 120 --rl_library rsl_rl -- \
         --variant "one_gpu=training" \

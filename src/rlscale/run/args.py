@@ -97,7 +97,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
         "--cpu_threads",
         type=int,
         metavar="N",
-        help="torch CPU threads of each rank (default: 1 per CPU rank; the host's cores shared among GPU ranks)",
+        help="torch CPU threads of each rank (default: one per CPU of a rank the launcher bound; unbound, 1 per CPU "
+        "rank and the host's cores shared among GPU ranks)",
     )
     parser.add_argument(
         "--no_cuda_graph",
