@@ -22,6 +22,7 @@ from rlscale.benchmark.interleave import (
     main,
     parse_variant,
     planned_runs,
+    quoted,
     run_one,
     run_order,
     write_summary,
@@ -129,6 +130,18 @@ def fake_bundle(fps: float, world_size: int = 1) -> dict:
 
 
 class TestSummary:
+    @pytest.mark.parametrize(
+        ("figure", "text"),
+        [
+            ({"median": 7_021_500.0, "low": 5_604_000.0, "high": 999_700.0}, "7022 [5604, 1000]"),
+            ({"median": 431_000.0, "low": 385_400.0, "high": 438_600.0}, "431 [385, 439]"),
+            ({"median": 2.5, "low": 0.0123, "high": 12.34}, "0.0025 [1.23e-05, 0.0123]"),
+        ],
+        ids=["millions", "thousands", "small"],
+    )
+    def test_throughput_is_quoted_without_a_positive_exponent(self, figure, text):
+        assert quoted(figure, 1e3) == text
+
     def test_paired_ratios_and_intervals_from_the_bundles(self, tmp_path):
         """With a 1-rank baseline and a 2-rank variant over 3 repeats (one of the variant's runs failed), the ratios
         pair runs by repeat, skip the unpaired one, and their medians and intervals are median_interval's."""

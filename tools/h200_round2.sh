@@ -3,26 +3,29 @@
 # `rlscale benchmark compare` (variants interleaved, order rotated, 5 repeats, one seed per repeat), Isaac-Cartpole-
 # Direct with Isaac Lab's agent configs. Each part writes OUT/<part>/<comparison>/ (bundles, logs, comparison.md).
 # Usage: tools/h200_round2.sh OUT PART...   (after sourcing tools/h200_env.sh)
-#   rsl_rl      rsl_rl's levers at 1 GPU, 4096 envs: torch.compile, mixed precision, TF32
-#   skrl        skrl's mixed precision at 1 GPU, 4096 envs
-#   rl_games    rl_games' torch.compile and mixed precision at 1 GPU, 4096 envs
-#   rsl_rl_nan  rsl_rl's per-step NaN check (runner check_for_nan) on and off at 1 GPU, 4096 envs
+# NUM_ENVS (default 4096) sets the envs per GPU of the comparisons, whose folders then end in _<NUM_ENVS>.
+#   rsl_rl      rsl_rl's levers at 1 GPU, NUM_ENVS envs: torch.compile, mixed precision, TF32
+#   skrl        skrl's mixed precision at 1 GPU, NUM_ENVS envs
+#   rl_games    rl_games' torch.compile and mixed precision at 1 GPU, NUM_ENVS envs
+#   rsl_rl_nan  rsl_rl's per-step NaN check (runner check_for_nan) on and off at 1 GPU, NUM_ENVS envs
 #   startup     process start to first iteration by phase, warm cache, for each of $STARTUP_LIBS (default rsl_rl):
 #               one run to warm the cache, then $REPEATS; and where rsl_rl's import spends its time (-X importtime)
-#   placement1  1 GPU, 4096 envs, rsl_rl: the plain process against one rank under the launcher bound (the default),
-#               unbound, and with one CPU thread
-#   placement   2 GPUs, 4096 envs per GPU, rsl_rl: one GPU (the efficiency's baseline), two with CPU binding, two
+#   placement1  1 GPU, NUM_ENVS envs, rsl_rl: the plain process against one rank under the launcher bound (the
+#               default), unbound, and with one CPU thread
+#   placement   2 GPUs, NUM_ENVS envs per GPU, rsl_rl: one GPU (the efficiency's baseline), two with CPU binding, two
 #               without it, two with one CPU thread per rank
 set -uo pipefail
 out=${1:?output directory}
 shift
 mkdir -p "$out"
 repeats=${REPEATS:-5}
-common=(--task Isaac-Cartpole-Direct --num_envs 4096 --device cuda --max_iterations 12 --warmup_iterations 3
+envs=${NUM_ENVS:-4096}
+suffix=$([ "$envs" = 4096 ] || echo "_$envs")
+common=(--task Isaac-Cartpole-Direct --num_envs "$envs" --device cuda --max_iterations 12 --warmup_iterations 3
   --log_root /tmp/round2_runs)
 
 compare() { # NAME RUN_TIMEOUT_S COMMON_ARGS... -- VARIANTS... (each "--variant" "SPEC")
-  local name=$1 timeout_s=$2
+  local name=$1$suffix timeout_s=$2
   shift 2
   local args=() variants=()
   while [ $# -gt 0 ] && [ "$1" != -- ]; do args+=("$1"); shift; done

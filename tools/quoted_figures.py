@@ -330,6 +330,80 @@ def measured_graph_gain_quotes(root: Path) -> list[Quote]:
     return quotes
 
 
+ROUND_TWO = Path("results/benchmarks/h200")
+LEVER_COMPARISONS = (
+    ("rsl_rl", "levers_first_look/rsl_rl_levers"),
+    ("rsl_rl", "round2/rsl_rl_nan_check"),
+    ("rl_games", "round2/rl_games_levers"),
+    ("skrl", "levers_first_look/skrl_levers"),
+    ("rsl_rl", "round2/rsl_rl_placement_1gpu"),
+    ("rsl_rl", "round2/rsl_rl_levers_65536"),
+)
+"""Library and folder (under :data:`ROUND_TWO`) of each interleaved comparison in docs/performance.md's round two."""
+STARTUP_PHASES = ("python_imports", "task_config", "env_creation", "first_step", "first_iteration")
+
+
+def kilo_interval(figure: dict) -> str:
+    """A comparison's throughput figure as ``median [low–high]`` in k env-steps/s."""
+    return f"{figure['median'] / 1e3:.0f} [{figure['low'] / 1e3:.0f}–{figure['high'] / 1e3:.0f}]"
+
+
+def verdict(ratio: dict) -> str:
+    if ratio["high"] < 1:
+        return "slower"
+    return "faster" if ratio["low"] > 1 else "inconclusive"
+
+
+def round_two_quotes(root: Path) -> list[Quote]:
+    """docs/performance.md's round two: each variant against its comparison's baseline (``comparison.json``), the
+    startup phases of the warm repeats, the per-process GPU memory and rsl_rl's share of its own ceiling."""
+    quotes = []
+    for library, folder in LEVER_COMPARISONS:
+        comparison = json.loads((root / ROUND_TWO / folder / "comparison.json").read_text())
+        baseline = next(variant for variant in comparison["variants"] if variant["name"] == comparison["baseline"])
+        for variant in comparison["variants"]:
+            if variant is baseline:
+                continue
+            ratio = variant["ratio"]
+            text = (
+                f"| {library} | `{variant['command']}` | {kilo_interval(baseline['throughput'])} | "
+                f"{kilo_interval(variant['throughput'])} | {ratio['median']:.3f} [{ratio['low']:.3f}–"
+                f"{ratio['high']:.3f}] | {verdict(ratio)} |"
+            )
+            quotes.append(Quote(PERFORMANCE, f"round two, {folder}: {variant['name']}", text))
+    process_memory = []
+    for library, _ in LIBRARY_ROWS:
+        startups = [
+            json.loads((root / ROUND_TWO / "round2" / "startup" / library / f"repeat{repeat}.json").read_text())
+            for repeat in range(1, 6)
+        ]
+        phases = [[bundle["runtime"]["startup_time_s"][phase] for bundle in startups] for phase in STARTUP_PHASES]
+        totals = [sum(values) for values in zip(*phases, strict=True)]
+        text = f"| {library} | {' | '.join(with_interval(values) for values in [*phases, totals])} |"
+        quotes.append(Quote(PERFORMANCE, f"round two, warm startup of {library}", text))
+        process_memory += [bundle["resources"]["gpu_process_mem_gb"]["peak"] for bundle in startups]
+    for _, folder in LEVER_COMPARISONS:
+        for path in sorted((root / ROUND_TWO / folder).glob("*/repeat*.json")):
+            bundle = json.loads(path.read_text())
+            if bundle["extra"]["num_envs_per_rank"] == 4096:
+                process_memory.append(bundle["resources"]["gpu_process_mem_gb"]["peak"])
+    text = f"{span(process_memory)} GB per process at 4096 envs ({len(process_memory)} runs"
+    quotes.append(Quote(PERFORMANCE, "round two, per-process GPU memory", text))
+    default_runs = [
+        json.loads(path.read_text())["runtime"]
+        for path in sorted((root / ROUND_TWO / "round2" / "rsl_rl_nan_check" / "nan_check").glob("repeat*.json"))
+    ]
+    ceilings = [run["steps_per_iteration"] / run["learning_time_s"]["mean"] for run in default_runs]
+    shares = [run["total_fps"]["mean"] / ceiling for run, ceiling in zip(default_runs, ceilings, strict=True)]
+    median, low, high = median_interval(ceilings)
+    text = (
+        f"ceiling {median / 1e3:.0f} k [{low / 1e3:.0f}–{high / 1e3:.0f}] env-steps/s; rlscale reaches "
+        f"{with_interval(shares)} of it"
+    )
+    quotes.append(Quote(PERFORMANCE, "round two, rsl_rl against its ceiling", text))
+    return quotes
+
+
 def all_quotes(root: Path = ROOT) -> list[Quote]:
     return [
         *memory_quotes(root),
@@ -340,6 +414,7 @@ def all_quotes(root: Path = ROOT) -> list[Quote]:
         *graph_gain_quotes(root),
         *like_for_like_quotes(root),
         *measured_graph_gain_quotes(root),
+        *round_two_quotes(root),
     ]
 
 

@@ -309,12 +309,19 @@ def summarise(frame: pd.DataFrame, plan: dict) -> dict:
     }
 
 
+def significant(value: float, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant digits, or whole when it has more digits before the point (7020, not
+    7.02e+03)."""
+    text = f"{value:.{digits}g}"
+    return f"{value:.0f}" if "e+" in text else text
+
+
 def quoted(figure: dict | None, scale: float = 1.0, digits: int = 3) -> str:
     """``median [low, high]``, or ``–`` without a figure."""
     if figure is None:
         return "–"
-    median, low, high = (figure[key] / scale for key in ("median", "low", "high"))
-    return f"{median:.{digits}g} [{low:.{digits}g}, {high:.{digits}g}]"
+    median, low, high = (significant(figure[key] / scale, digits) for key in ("median", "low", "high"))
+    return f"{median} [{low}, {high}]"
 
 
 def summary_markdown(summary: dict) -> str:
