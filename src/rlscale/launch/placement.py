@@ -36,8 +36,8 @@ def plan_cpu_shares(
     """Split the CPUs over a node's ranks, one :class:`CpuShare` per local rank.
 
     Ranks whose GPUs have the same affinity split that set (within ``available_cpus``) into equal contiguous chunks;
-    without affinities (NVML could not tell) all ranks split ``available_cpus``. A GPU whose affinity
-    has no available CPU counts as having none. With fewer CPUs than ranks, ranks share CPUs, one each.
+    without affinities (NVML could not tell) all ranks split ``available_cpus``. A GPU whose affinity has no available
+    CPU counts as having none. With fewer CPUs than ranks, ranks share CPUs, one each.
 
     Args:
         local_world_size: Ranks on this node.
@@ -140,12 +140,10 @@ def plan_node(
     if on_cpu:  # other jobs share this host's cores; pinning each job's ranks to the same CPUs would pile them up
         return NodePlacement("auto", "none")
     available = sorted(os.sched_getaffinity(0) if available_cpus is None else available_cpus)
-    affinities = None
-    if not on_cpu:
-        try:
-            affinities = read_affinities(local_gpu_ids(environ, local_world_size))
-        except Exception:  # no driver, no library, a MIG id: the CPUs are still split, only not by GPU
-            affinities = None
+    try:
+        affinities = read_affinities(local_gpu_ids(environ, local_world_size))
+    except Exception:  # no driver, no library, a MIG id: the CPUs are still split, only not by GPU
+        affinities = None
     core_of = read_core_of(available) if core_of is None else core_of
     shares = plan_cpu_shares(local_world_size, available, affinities, core_of)
     return NodePlacement("auto", "none" if affinities is None else "nvml", shares)
