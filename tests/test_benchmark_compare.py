@@ -25,6 +25,7 @@ from rlscale.benchmark.interleave import (
     quoted,
     run_one,
     run_order,
+    verdict,
     write_summary,
 )
 from rlscale.benchmark.stats import median_interval
@@ -142,6 +143,20 @@ class TestSummary:
     def test_throughput_is_quoted_without_a_positive_exponent(self, figure, text):
         assert quoted(figure, 1e3) == text
 
+    @pytest.mark.parametrize(
+        ("ratios", "expected"),
+        [
+            ([1.1, 1.2, 1.15, 1.12, 1.3], "higher"),
+            ([0.8, 0.9, 0.85, 0.95, 0.7], "lower"),
+            ([0.9, 1.1, 1.0, 1.05, 0.95], "inconclusive"),
+            ([1.1, 1.2, 1.3, 1.4], "too few pairs (< 5)"),
+        ],
+        ids=["higher", "lower", "inconclusive", "four-pairs"],
+    )
+    def test_verdict_needs_five_pairs_and_an_interval_clear_of_one(self, ratios, expected):
+        median, low, high = median_interval(ratios)
+        assert verdict({"median": median, "low": low, "high": high, "n": len(ratios)}) == expected
+
     def test_paired_ratios_and_intervals_from_the_bundles(self, tmp_path):
         """With a 1-rank baseline and a 2-rank variant over 3 repeats (one of the variant's runs failed), the ratios
         pair runs by repeat, skip the unpaired one, and their medians and intervals are median_interval's."""
@@ -176,7 +191,7 @@ class TestSummary:
         assert [two["per_rank_ratio"][key] for key in ("median", "low", "high")] == pytest.approx(
             median_interval(efficiency)
         )
-        assert two["verdict"] == "higher"  # Both ratios are above 1, so is the whole interval.
+        assert two["verdict"] == "too few pairs (< 5)"  # Both ratios are above 1, but 2 pairs settle nothing.
         table = pd.read_csv(tmp_path / CSV_FILE)
         assert table["status"].tolist().count("failed (exit 1, no bundle)") == 1
         assert table["gpu_process_mem_gb"].dropna().tolist() == [2.5] * 5

@@ -255,9 +255,12 @@ def interval(values: Sequence[float]) -> dict | None:
 
 
 def verdict(ratio: dict | None) -> str:
-    """``higher``/``lower`` when the ratio's interval excludes 1, else ``inconclusive``."""
+    """``higher``/``lower`` when the ratio's interval excludes 1, else ``inconclusive``; no verdict from fewer than
+    :data:`RECOMMENDED_REPEATS` pairs, whose interval says little on these GPUs."""
     if ratio is None:
         return "no pair"
+    if ratio["n"] < RECOMMENDED_REPEATS:
+        return f"too few pairs (< {RECOMMENDED_REPEATS})"
     if ratio["low"] > 1.0:
         return "higher"
     if ratio["high"] < 1.0:
