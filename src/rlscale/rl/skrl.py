@@ -221,9 +221,9 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
         raise ValueError("--sync_normalizer: rlscale syncs skrl's torch preprocessors only; use --ml_framework torch")
     if ctx.checkpoint_interval is not None:
         cfg["agent"]["experiment"]["checkpoint_interval"] = ctx.checkpoint_interval * rollouts
-    if ctx.ml_framework == "jax" and cfg["agent"].pop("mixed_precision", False):
-        raise ValueError("agent.mixed_precision: skrl's JAX PPO has no mixed precision; use --ml_framework torch")
     if ctx.ml_framework == "jax":
+        if cfg["agent"].pop("mixed_precision", False):  # skrl's JAX PPO has no such key
+            raise ValueError("agent.mixed_precision: skrl's JAX PPO has no mixed precision; use --ml_framework torch")
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave the GPU's memory to the torch task
         import jax.experimental.multihost_utils  # noqa: F401  skrl 2.1.1 uses it in broadcast_parameters unimported
         from skrl.utils.runner.jax import Runner
