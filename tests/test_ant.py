@@ -144,10 +144,10 @@ class TestStepAndReset:
         ("reward_weights", 0),
         ("_sample_reset", 1),
         ("_control", 1),
-        ("_observe", 2),
-        ("_termination_flags", 1),
-        ("_reward_values", 4),
-        ("_episode_metrics", 2),
+        ("_observe", 4),
+        ("_termination_flags", 2),
+        ("_reward_values", 5),
+        ("_episode_metrics", 3),
     ],
 )
 def test_every_mdp_hook_is_the_subclass_to_write(hook, arguments):

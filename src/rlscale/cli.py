@@ -21,6 +21,7 @@ COMMANDS = {
     "bundle": ("rlscale.benchmark.bundle", "main", "validate benchmark result bundles against their schema"),
     "list_tasks": ("rlscale.cli", "list_tasks", "list the registered task ids and the package of each"),
     "check_task": ("rlscale.cli", "check_task", "check a task against the VecTask contract (exit 1 if it breaks it)"),
+    "evaluate": ("rlscale.run.evaluate", "main", "a trained velocity-tracking policy on fixed commands"),
 }
 ALIASES = {
     "train-multigpu": "train_multigpu",

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import io
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -139,6 +142,17 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
         checkpoint=checkpoint,
         resumed_param_digest=resumed,
     )
+
+
+def inference_policy(task: VecTask, agent_cfg: dict, checkpoint: Path, device: str) -> Callable[[dict], torch.Tensor]:
+    """The deterministic policy (the action distribution's mean) of a checkpoint, as a function of the task's
+    observation groups."""
+    train_cfg = {key: value for key, value in agent_cfg.items() if key not in RUN_SETTINGS}
+    with contextlib.redirect_stdout(io.StringIO()):  # the runner prints its models
+        runner = OnPolicyRunner(RslRlVecEnv(task), train_cfg, log_dir=None, device=device)
+    runner.load(str(checkpoint), load_cfg={"actor": True}, map_location=device)
+    policy = runner.get_inference_policy(device)
+    return lambda observations: policy(TensorDict(observations, batch_size=[task.num_envs]))
 
 
 def checkpoint_iteration(path: Path, agent_cfg: dict) -> int:

@@ -21,7 +21,7 @@ from rlscale.rl import agent_defaults
 from rlscale.run.args import build_parser, check_options, parse_command_line, split_overrides
 from rlscale.run.rank import isolate_gpu_if_task_asks
 from rlscale.tasks import UnknownTaskError, get_spec, resolve_task_id
-from rlscale.tasks.overrides import field_value, parse_value
+from rlscale.tasks.overrides import field_value, parse_value, with_overrides
 
 RUN_SPEC_ENV = "RLSCALE_RUN_SPEC"
 """Set by the launcher for its ranks: the JSON file holding their :class:`RunSpec`."""
@@ -181,11 +181,16 @@ def spec_from_args(
             apply_override(agent_cfg, override)
         except ValueError as error:
             parser.error(f"{given}: {error}")
+    typed_overrides = {}
     for key, text in env_overrides.items():
         try:
-            field_value(task_spec.cfg_class, key, text)
+            typed_overrides[key] = field_value(task_spec.cfg_class, key, text)
         except ValueError as error:
             parser.error(f"env.{key}={text}: {task_id}'s config: {error}")
+    try:  # the config's own checks across fields (a range's min above its max)
+        with_overrides(task_spec.cfg_class(), typed_overrides)
+    except ValueError as error:
+        parser.error(f"env overrides: {task_id}'s config: {error}")
     return dataclasses.replace(spec, device=device, agent_cfg=agent_cfg)
 
 

@@ -255,7 +255,7 @@ def _register_installed_tasks() -> None:
 @functools.cache
 def _register_builtin_tasks() -> None:
     # Their modules import nothing heavy; a task's class is imported only when asked for.
-    from rlscale.tasks import ant, cartpole
+    from rlscale.tasks import ant, cartpole, locomotion
 
-    for task in (*ant.TASKS, *cartpole.TASKS):
+    for task in (*ant.TASKS, *cartpole.TASKS, *locomotion.TASKS):
         register_task(**task)

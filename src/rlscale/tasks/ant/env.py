@@ -12,7 +12,7 @@ from mujoco import mjx
 
 from rlscale.tasks.ant.cfg import AntCfg
 from rlscale.tasks.ant.model import ANT_MJCF
-from rlscale.tasks.mjx.backend import MjxVecTask, quat_rotate_inverse
+from rlscale.tasks.mjx.backend import MjxVecTask, TaskState, quat_rotate_inverse
 
 GRAVITY_DIR = np.array([0.0, 0.0, -1.0], np.float32)  # numpy: a JAX array here would start JAX on its default device
 
@@ -43,7 +43,7 @@ class AntTask(MjxVecTask):
     def _control(self, action: jax.Array) -> jax.Array:
         return jnp.clip(action * self.cfg.action_scale, -1.0, 1.0)
 
-    def _observe(self, data: mjx.Data, last_action: jax.Array) -> jax.Array:
+    def _observe(self, data: mjx.Data, task_state: TaskState, last_action: jax.Array, key: jax.Array) -> jax.Array:
         quat = data.qpos[3:7]
         return jnp.concatenate(
             (
@@ -57,12 +57,12 @@ class AntTask(MjxVecTask):
             )
         )
 
-    def _termination_flags(self, data: mjx.Data) -> jax.Array:
+    def _termination_flags(self, data: mjx.Data, task_state: TaskState) -> jax.Array:
         up_z = quat_rotate_inverse(data.qpos[3:7], GRAVITY_DIR)[2]
         return jnp.stack((data.qpos[2] < self.cfg.termination_height, up_z > 0.0))
 
     def _reward_values(
-        self, data: mjx.Data, action: jax.Array, last_action: jax.Array, terminated: jax.Array
+        self, data: mjx.Data, task_state: TaskState, action: jax.Array, last_action: jax.Array, terminated: jax.Array
     ) -> jax.Array:
         speed_error = data.qvel[0] - self.cfg.target_speed
         term = terminated.astype(jnp.float32)
@@ -76,6 +76,6 @@ class AntTask(MjxVecTask):
             )
         )
 
-    def _episode_metrics(self, data: mjx.Data, episode_steps: jax.Array) -> jax.Array:
+    def _episode_metrics(self, data: mjx.Data, task_state: TaskState, episode_steps: jax.Array) -> jax.Array:
         # Resets start the torso at x = 0, so the final x over the episode's duration is its mean forward speed (m/s).
         return jnp.stack((data.qpos[0] / (episode_steps * self.step_dt),))

@@ -3,7 +3,9 @@
 A subclass gives the MJCF and the MDP as pure per-env JAX functions (:meth:`MjxVecTask._observe` and friends); this
 class vmaps them over the envs and owns the rest: the model on the rank's JAX device, the decimation loop
 (``lax.fori_loop`` over ``mjx.step``, so compile time does not grow with it), episode bookkeeping and masked resets
-in the same function, with the PRNG key carried in the state and seeded from ``cfg.seed``.
+in the same function, with the PRNG key carried in the state and seeded from ``cfg.seed``. A task whose MDP needs
+per-env state beyond the physics (a velocity command, feet air time, timers) keeps it in a pytree of its own
+(:meth:`MjxVecTask._init_task_state`), which the step carries and resets with the rest.
 
 Torch and JAX share memory: outputs reach torch with ``torch.from_dlpack`` and actions reach JAX with
 ``jnp.from_dlpack``, no copy when both sit on one device. JAX arrays are immutable, so every step returns fresh
@@ -28,6 +30,9 @@ from mujoco import mjx  # noqa: E402
 
 from rlscale.tasks.base import Observations, VecTask  # noqa: E402
 from rlscale.tasks.mjx import MjxTaskCfg  # noqa: E402
+
+TaskState = dict[str, jax.Array]
+"""A task's own per-env state (:meth:`MjxVecTask._init_task_state`): arrays the step carries and resets."""
 
 _COMPILED: dict[tuple, tuple] = {}
 """(task class, cfg without seed, JAX device) → (compiled step, compiled reset): compile once per process."""
@@ -98,6 +103,7 @@ class MjxVecTask(VecTask):
         self.mj_model = mujoco.MjModel.from_xml_string(self.mjcf)
         self.mj_model.opt.timestep = cfg.sim_dt
         self.num_actions = self.mj_model.nu
+        self._read_model()
         self.model = mjx.put_model(self.mj_model, device=self.jax_device)
         self._data0 = mjx.make_data(self.mj_model, device=self.jax_device)
         # numpy, like every constant the jitted functions close over: a JAX array would land on JAX's default GPU 0
@@ -124,6 +130,9 @@ class MjxVecTask(VecTask):
 
     # --- MDP hooks: pure JAX on one env (vmapped by this class) ------------------------------------------------
 
+    def _read_model(self) -> None:  # noqa: B027  an optional hook: most tasks need nothing from the model
+        """Take what the MDP needs from ``self.mj_model`` (indices, default pose), before the step is compiled."""
+
     def reward_weights(self) -> tuple[float, ...]:
         """Weight of each term in :attr:`reward_terms` order (multiplied by ``step_dt``, as Isaac Lab's manager)."""
         raise NotImplementedError
@@ -132,40 +141,68 @@ class MjxVecTask(VecTask):
         """A fresh ``(qpos, qvel)``."""
         raise NotImplementedError
 
+    def _init_task_state(self, key: jax.Array, data: mjx.Data) -> TaskState:
+        """The task's own per-env state at the start of an episode in ``data`` (none by default)."""
+        return {}
+
     def _control(self, action: jax.Array) -> jax.Array:
         """Actuator controls ``(nu,)`` for an action."""
         raise NotImplementedError
 
-    def _observe(self, data: mjx.Data, last_action: jax.Array) -> jax.Array:
-        """Policy observation ``(observation_dims["policy"],)``."""
+    def _after_physics(self, data: mjx.Data, task_state: TaskState, action: jax.Array) -> TaskState:
+        """The task state after the physics steps of a control step, before terminations and rewards read it."""
+        return task_state
+
+    def _before_observe(self, data: mjx.Data, task_state: TaskState, key: jax.Array) -> tuple[mjx.Data, TaskState]:
+        """After the resets, before the observation: commands and interval events (Isaac Lab's command and event
+        managers run here); returns the possibly changed ``(data, task_state)``."""
+        return data, task_state
+
+    def _observe(self, data: mjx.Data, task_state: TaskState, last_action: jax.Array, key: jax.Array) -> jax.Array:
+        """Policy observation ``(observation_dims["policy"],)``; ``key`` is for observation noise."""
         raise NotImplementedError
 
-    def _termination_flags(self, data: mjx.Data) -> jax.Array:
+    def _termination_flags(self, data: mjx.Data, task_state: TaskState) -> jax.Array:
         """Bool ``(len(termination_terms),)``."""
         raise NotImplementedError
 
     def _reward_values(
-        self, data: mjx.Data, action: jax.Array, last_action: jax.Array, terminated: jax.Array
+        self, data: mjx.Data, task_state: TaskState, action: jax.Array, last_action: jax.Array, terminated: jax.Array
     ) -> jax.Array:
         """Unweighted terms ``(len(reward_terms),)``."""
         raise NotImplementedError
 
-    def _episode_metrics(self, data: mjx.Data, episode_steps: jax.Array) -> jax.Array:
+    def _episode_metrics(self, data: mjx.Data, task_state: TaskState, episode_steps: jax.Array) -> jax.Array:
         """Values ``(len(metric_terms),)`` of an episode ending in ``data`` after ``episode_steps`` control steps
         (``jnp.zeros(0)`` for a task without metrics)."""
         raise NotImplementedError
 
     # --- the jitted functions (batched) ------------------------------------------------------------------------
 
-    def _fresh_data(self, key: jax.Array) -> mjx.Data:
-        qpos, qvel = jax.vmap(self._sample_reset)(jax.random.split(key, self.num_envs))
-        return jax.vmap(lambda q, v: self._data0.replace(qpos=q, qvel=v))(qpos, qvel)
+    def _env_keys(self, key: jax.Array) -> jax.Array:
+        return jax.random.split(key, self.num_envs)
+
+    def _fresh_start(self, key: jax.Array) -> tuple[mjx.Data, TaskState]:
+        physics_key, task_key = jax.random.split(key)
+        qpos, qvel = jax.vmap(self._sample_reset)(self._env_keys(physics_key))
+        # Only qpos and qvel are fresh: derived quantities (positions, contacts) are the next physics step's
+        data = jax.vmap(lambda q, v: self._data0.replace(qpos=q, qvel=v))(qpos, qvel)
+        return data, jax.vmap(self._init_task_state)(self._env_keys(task_key), data)
+
+    def _prepare_observation(self, state: dict, key: jax.Array) -> tuple[dict, jax.Array]:
+        events_key, noise_key = jax.random.split(key)
+        data, task_state = jax.vmap(self._before_observe)(state["data"], state["task"], self._env_keys(events_key))
+        state = {**state, "data": data, "task": task_state}
+        observe = jax.vmap(self._observe)
+        return state, observe(data, task_state, state["last_action"], self._env_keys(noise_key))
 
     def _reset_all(self, key: jax.Array) -> tuple[dict, jax.Array]:
-        key, sub = jax.random.split(key)
+        key, start_key, observe_key = jax.random.split(key, 3)
         n = self.num_envs
+        data, task_state = self._fresh_start(start_key)
         state = {
-            "data": self._fresh_data(sub),
+            "data": data,
+            "task": task_state,
             "last_action": jnp.zeros((n, self.num_actions), jnp.float32),
             "episode_length": jnp.zeros(n, jnp.int32),
             "ep_steps": jnp.zeros(n, jnp.int32),
@@ -173,22 +210,24 @@ class MjxVecTask(VecTask):
             "log": jnp.zeros(len(self._log_keys), jnp.float32),
             "key": key,
         }
-        return state, jax.vmap(self._observe)(state["data"], state["last_action"])
+        return self._prepare_observation(state, observe_key)
 
     def _step(self, state: dict, actions: jax.Array) -> tuple[dict, tuple]:
         data = state["data"].replace(ctrl=jax.vmap(self._control)(actions))
         step_all = jax.vmap(mjx.step, in_axes=(None, 0))
         data = jax.lax.fori_loop(0, self.cfg.decimation, lambda _, d: step_all(self.model, d), data)
+        task_state = jax.vmap(self._after_physics)(data, state["task"], actions)
         episode_length = state["episode_length"] + 1
         ep_steps = state["ep_steps"] + 1
 
-        term_flags = jax.vmap(self._termination_flags)(data)
+        term_flags = jax.vmap(self._termination_flags)(data, task_state)
         terminated = term_flags.any(axis=1)
         time_out = episode_length >= self.max_episode_length
         truncated = time_out & ~terminated
         done = terminated | time_out
 
-        terms = jax.vmap(self._reward_values)(data, actions, state["last_action"], terminated) * self._reward_weights
+        reward_values = jax.vmap(self._reward_values)(data, task_state, actions, state["last_action"], terminated)
+        terms = reward_values * self._reward_weights
         reward = terms.sum(axis=1)
         ep_sums = state["ep_sums"] + terms
         done_f = done.astype(jnp.float32)
@@ -197,27 +236,27 @@ class MjxVecTask(VecTask):
             jnp.maximum(num_done, 1.0) * self.cfg.episode_length_s
         )
         term_counts = jnp.concatenate((truncated[:, None], term_flags), axis=1).sum(axis=0).astype(jnp.float32)
-        metric_means = (jax.vmap(self._episode_metrics)(data, ep_steps) * done_f[:, None]).sum(axis=0) / jnp.maximum(
-            num_done, 1.0
-        )
+        metrics = jax.vmap(self._episode_metrics)(data, task_state, ep_steps)
+        metric_means = (metrics * done_f[:, None]).sum(axis=0) / jnp.maximum(num_done, 1.0)
         log = jnp.where(num_done > 0, jnp.concatenate((reward_means, term_counts, metric_means)), state["log"])
 
-        key, sub = jax.random.split(state["key"])
-        fresh = self._fresh_data(sub)
-        data = jax.tree_util.tree_map(
-            lambda new, old: jnp.where(done.reshape((-1,) + (1,) * (old.ndim - 1)), new, old), fresh, data
-        )
-        last_action = jnp.where(done[:, None], 0.0, actions)
+        key, start_key, observe_key = jax.random.split(state["key"], 3)
+        fresh_data, fresh_task_state = self._fresh_start(start_key)
+
+        def where_done(new: jax.Array, old: jax.Array) -> jax.Array:
+            return jnp.where(done.reshape((-1,) + (1,) * (old.ndim - 1)), new, old)
+
         new_state = {
-            "data": data,
-            "last_action": last_action,
+            "data": jax.tree_util.tree_map(where_done, fresh_data, data),
+            "task": jax.tree_util.tree_map(where_done, fresh_task_state, task_state),
+            "last_action": jnp.where(done[:, None], 0.0, actions),
             "episode_length": jnp.where(done, 0, episode_length),
             "ep_steps": jnp.where(done, 0, ep_steps),
             "ep_sums": jnp.where(done[:, None], 0.0, ep_sums),
             "log": log,
             "key": key,
         }
-        observations = jax.vmap(self._observe)(data, last_action)
+        new_state, observations = self._prepare_observation(new_state, observe_key)
         return new_state, (observations, reward, terminated, truncated, done, ep_sums.sum(axis=1), ep_steps, log)
 
     # --- VecTask interface -------------------------------------------------------------------------------------

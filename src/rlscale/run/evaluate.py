@@ -1,0 +1,141 @@
+"""``rlscale evaluate``: a trained velocity-tracking policy on fixed commands, deterministically.
+
+Each env runs one episode (Isaac Lab's ``_PLAY`` settings: no observation noise, no pushes) with one of the commands,
+the envs split evenly among them; an env's result is its episode's mean linear-velocity tracking error
+``|v_cmd - v|`` over x and y (m/s, base frame), its yaw-rate error, and whether it fell (``base_contact``) before the
+time-out. The run's task, library, agent config and env overrides come from the run directory's ``manifest.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rlscale.argparsing import OneLineParser
+
+SUPPORTED_LIBRARIES = ("rsl_rl",)
+"""Libraries whose checkpoints evaluate loads (the others' policies are not wired in yet)."""
+
+
+def parse_command(text: str) -> tuple[float, float, float]:
+    values = tuple(float(value) for value in text.split(","))
+    if len(values) != 3:
+        raise ValueError
+    return values
+
+
+def parser() -> OneLineParser:
+    parser = OneLineParser(prog="rlscale evaluate", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint", type=Path, required=True, help="a checkpoint in a run directory")
+    parser.add_argument("--num_envs", type=int, default=1000, help="envs, split evenly among the commands")
+    parser.add_argument(
+        "--command",
+        action="append",
+        type=parse_command,
+        metavar="VX,VY,WZ",
+        help="a fixed command (repeat for several; default: the task's evaluation commands)",
+    )
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the task's resets (default 0)")
+    parser.add_argument("--output", type=Path, help="write the results as JSON here")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    bad = _refusal(args)
+    if bad:
+        parser().error(bad)
+    manifest = json.loads((args.checkpoint.parent / "manifest.json").read_text())
+    results = evaluate(manifest, args)
+    print(json.dumps(results["summary"], indent=2))
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+def _refusal(args: Any) -> str | None:
+    """One line for bad input, before anything is built (None when the input is fine)."""
+    if not args.checkpoint.is_file():
+        return f"--checkpoint {args.checkpoint}: no such file"
+    manifest_path = args.checkpoint.parent / "manifest.json"
+    if not manifest_path.is_file():
+        return f"--checkpoint {args.checkpoint}: no manifest.json beside it (is it in an rlscale run directory?)"
+    run_args = json.loads(manifest_path.read_text())["args"]
+    if run_args["rl_library"] not in SUPPORTED_LIBRARIES:
+        return (
+            f"--checkpoint: evaluate loads {', '.join(SUPPORTED_LIBRARIES)} checkpoints, not {run_args['rl_library']}"
+        )
+    from rlscale.tasks import get_spec
+    from rlscale.tasks.locomotion.cfg import VelocityTaskCfg
+
+    if not issubclass(get_spec(run_args["task"]).cfg_class, VelocityTaskCfg):
+        return f"--checkpoint: evaluate measures velocity tracking; {run_args['task']} is no velocity task"
+    commands = len(args.command or [()])
+    if args.num_envs < commands:
+        return f"--num_envs {args.num_envs}: need at least one env per command ({commands})"
+    return None
+
+
+def evaluate(manifest: dict[str, Any], args: Any) -> dict[str, Any]:
+    import torch
+
+    from rlscale.rl import load_adapter
+    from rlscale.tasks import make_task
+    from rlscale.tasks.locomotion.cfg import EVALUATION_COMMANDS, EVALUATION_OVERRIDES
+
+    run_args = manifest["args"]
+    overrides = {**run_args["env_overrides"], **EVALUATION_OVERRIDES}
+    task = make_task(run_args["task"], num_envs=args.num_envs, seed=args.seed, device=args.device, **overrides)
+    commands = torch.tensor(args.command or EVALUATION_COMMANDS, dtype=torch.float32)
+    env_command = torch.arange(args.num_envs) % len(commands)
+    adapter = load_adapter(run_args["rl_library"])
+    policy = adapter.inference_policy(task, manifest["agent_cfg"], args.checkpoint, args.device)
+
+    started = time.perf_counter()
+    observations, _ = task.reset()
+    task.set_commands(commands[env_command].to(args.device))
+    observations = task.get_observations()
+    finished = torch.zeros(args.num_envs, dtype=torch.bool, device=args.device)
+    fell = torch.zeros_like(finished)
+    errors = torch.zeros(args.num_envs, 2, device=args.device)
+    with torch.inference_mode():
+        for step in range(task.max_episode_length):
+            running = task.episode_tracking_errors.clone()  # this step resets the envs that end in it
+            observations, _, terminated, truncated, _ = task.step(policy(observations))
+            ending = (terminated | truncated) & ~finished
+            errors[ending] = running[ending]
+            fell |= terminated & ending
+            finished |= ending
+            if step % 100 == 0:
+                print(f"evaluate: step {step}/{task.max_episode_length}", file=sys.stderr, flush=True)
+    per_command = []
+    for index, command in enumerate(commands.tolist()):
+        mine = (env_command == index).to(args.device)
+        per_command.append(_summary(errors[mine], fell[mine], command=command))
+    return {
+        "task": run_args["task"],
+        "rl_library": run_args["rl_library"],
+        "checkpoint": str(args.checkpoint),
+        "num_envs": args.num_envs,
+        "seed": args.seed,
+        "device": args.device,
+        "episode_steps": task.max_episode_length,
+        "wall_time_s": time.perf_counter() - started,
+        "summary": _summary(errors, fell),
+        "per_command": per_command,
+    }
+
+
+def _summary(errors, fell, **fields) -> dict[str, Any]:
+    return {
+        **fields,
+        "envs": int(fell.numel()),
+        "lin_vel_error_mps": float(errors[:, 0].mean()),
+        "ang_vel_error_radps": float(errors[:, 1].mean()),
+        "fall_rate": float(fell.float().mean()),
+    }

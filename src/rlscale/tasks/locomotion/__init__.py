@@ -1,0 +1,67 @@
+"""Velocity-tracking robots on MuJoCo MJX (extra ``rlscale[mjx]``): ``Rlscale-Go1-Flat`` and ``Rlscale-G1-Flat``,
+the closest rlscale tasks for Isaac Lab's ``Isaac-Velocity-Flat-Unitree-Go1-v0`` and ``Isaac-Velocity-Flat-G1-v0``.
+
+Registered on every install, importing neither torch nor JAX (as :mod:`rlscale.tasks.ant`); docs/robots.md.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rlscale.tasks.base import VecTask
+    from rlscale.tasks.locomotion.cfg import G1FlatCfg, Go1FlatCfg
+
+__all__ = ["TASKS", "check_mjx", "make_g1_flat", "make_go1_flat"]
+
+NOT_ISAAC_VELOCITY = (
+    "rlscale does not reproduce Isaac Lab's velocity task exactly (same terms and weights on MJX, contacts read "
+    "from the geometry; docs/robots.md)"
+)
+NO_ROUGH_TERRAIN = "rlscale has no rough terrain (flat ground only; docs/robots.md)"
+
+
+def check_mjx(task_id: str) -> None:
+    """Raise one line naming the extra when MuJoCo MJX is missing."""
+    from rlscale.tasks.mjx import require_mjx  # imported here: rlscale.tasks.mjx imports torch
+
+    require_mjx(task_id)
+
+
+def make_go1_flat(cfg: Go1FlatCfg) -> VecTask:
+    """Build ``Rlscale-Go1-Flat``, importing the MJX backend on first use."""
+    check_mjx("Rlscale-Go1-Flat")
+    from rlscale.tasks.locomotion.env import Go1FlatTask
+
+    return Go1FlatTask(cfg)
+
+
+def make_g1_flat(cfg: G1FlatCfg) -> VecTask:
+    """Build ``Rlscale-G1-Flat``, importing the MJX backend on first use."""
+    check_mjx("Rlscale-G1-Flat")
+    from rlscale.tasks.locomotion.env import G1FlatTask
+
+    return G1FlatTask(cfg)
+
+
+def _robot(task_id: str, robot: str, isaac_robot: str, maker: str, cfg: str) -> dict:
+    """The registry's arguments for one robot: its flat task, and the Isaac Lab ids it is the closest for."""
+    flat = (f"Isaac-Velocity-Flat-{isaac_robot}-v0", f"Isaac-Velocity-Flat-{isaac_robot}-Play-v0")
+    rough = (f"Isaac-Velocity-Rough-{isaac_robot}-v0", f"Isaac-Velocity-Rough-{isaac_robot}-Play-v0")
+    return {
+        "task_id": task_id,
+        "entry_point": f"rlscale.tasks.locomotion:{maker}",
+        "cfg_entry_point": f"rlscale.tasks.locomotion.cfg:{cfg}",
+        "agent_cfg_files": {library: f"{robot}_{library}_ppo.yaml" for library in ("rsl_rl", "rl_games", "skrl")},
+        "package": __name__,
+        "check_available": functools.partial(check_mjx, task_id),
+        "closest_for": {**dict.fromkeys(flat, NOT_ISAAC_VELOCITY), **dict.fromkeys(rough, NO_ROUGH_TERRAIN)},
+    }
+
+
+TASKS = (
+    _robot("Rlscale-Go1-Flat", "go1", "Unitree-Go1", "make_go1_flat", "Go1FlatCfg"),
+    _robot("Rlscale-G1-Flat", "g1", "G1", "make_g1_flat", "G1FlatCfg"),
+)
+"""The registry's :func:`~rlscale.tasks.registry.register_task` arguments."""
