@@ -1,5 +1,5 @@
 """``rlscale benchmark compare``: run named variants of a benchmark interleaved over repeats, then tabulate their
-medians and paired ratios with bootstrap 95 % intervals.
+medians and paired ratios with distribution-free intervals (:func:`rlscale.benchmark.stats.median_interval`).
 
 The lent GPUs vary by about 15 % from run to run, and a host's load drifts over minutes, so two configurations are
 compared only when they ran in turns: repeat ``r`` runs every variant once with seed ``base_seed + r`` (the same
@@ -33,15 +33,16 @@ import pandas as pd
 
 from rlscale.argparsing import OneLineParser
 from rlscale.benchmark.records import WORKFLOWS
-from rlscale.benchmark.stats import median_interval
+from rlscale.benchmark.stats import CONFIDENCE, median_interval, sign_test_p, values_needed
 from rlscale.launch.supervise import run_supervised
 
 PLAN_FILE = "plan.json"
 CSV_FILE = "comparison.csv"
 MARKDOWN_FILE = "comparison.md"
 JSON_FILE = "comparison.json"
-RECOMMENDED_REPEATS = 5
-"""Fewer repeats than this draw a warning: with the GPUs' ±15 % noise, fewer pairs rarely settle a difference."""
+RECOMMENDED_REPEATS = values_needed(CONFIDENCE)
+"""6: the fewest pairs with a 95 % interval for their median ratio (their range, 96.9 %). Fewer draw a warning and
+no verdict."""
 RESERVED_OPTIONS = ("--seed", "--seeds", "--output_path")
 """Set by the tool for every run; a variant or the common arguments may not set them."""
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*\Z")
@@ -248,19 +249,28 @@ def comparison_frame(directory: Path, plan: dict) -> pd.DataFrame:
 
 
 def interval(values: Sequence[float]) -> dict | None:
-    """``{median, low, high, n}`` of the values (a percentile-bootstrap 95 % interval); None without a value."""
-    values = [float(value) for value in values if value is not None and math.isfinite(value)]
+    """``{median, low, high, coverage, n}`` of the values: the exact order-statistic interval, or their range with
+    its own coverage where they are too few for 95 %; None without a value."""
     result = median_interval(values)
-    return None if result is None else dict(zip(("median", "low", "high"), result, strict=True)) | {"n": len(values)}
+    return None if result is None else result._asdict()
+
+
+def ratio_interval(ratios: Sequence[float]) -> dict | None:
+    """:func:`interval` of paired ratios, with the sign test's p-value of ``median = 1``."""
+    result = interval(ratios)
+    return None if result is None else result | {"sign_test_p": sign_test_p(ratios)}
 
 
 def verdict(ratio: dict | None) -> str:
-    """``higher``/``lower`` when the ratio's interval excludes 1, else ``inconclusive``; no verdict from fewer than
-    :data:`RECOMMENDED_REPEATS` pairs, whose interval says little on these GPUs."""
+    """``higher``/``lower`` when the ratio's 95 % interval excludes 1, else ``inconclusive``. Fewer than
+    :data:`RECOMMENDED_REPEATS` pairs have no 95 % interval, so no verdict: only their range, and the sign test when
+    they all fall on one side (5 of 5: p = 0.0625)."""
     if ratio is None:
         return "no pair"
-    if ratio["n"] < RECOMMENDED_REPEATS:
-        return f"too few pairs (< {RECOMMENDED_REPEATS})"
+    if ratio["coverage"] < CONFIDENCE:
+        short = f"too few pairs (< {RECOMMENDED_REPEATS})"
+        side = "above" if ratio["low"] > 1.0 else "below" if ratio["high"] < 1.0 else None
+        return f"{short}; all {ratio['n']} {side} 1, sign test p = {ratio['sign_test_p']:.3g}" if side else short
     if ratio["low"] > 1.0:
         return "higher"
     if ratio["high"] < 1.0:
@@ -298,7 +308,7 @@ def summarise(frame: pd.DataFrame, plan: dict) -> dict:
         if name != baseline:
             for key, column in (("ratio", "throughput"), ("per_rank_ratio", "per_rank_throughput")):
                 ratios = paired_ratios(frame, name, baseline, column)
-                summary[key] = interval(ratios.tolist())
+                summary[key] = ratio_interval(ratios.tolist())
                 summary[f"{key}_per_repeat"] = {int(repeat): float(value) for repeat, value in ratios.items()}
             summary["verdict"] = verdict(summary["ratio"])
         variants.append(summary)
@@ -307,7 +317,8 @@ def summarise(frame: pd.DataFrame, plan: dict) -> dict:
         "common": plan["common"],
         "repeats": plan["repeats"],
         "base_seed": plan["base_seed"],
-        "confidence": 0.95,
+        "confidence": CONFIDENCE,
+        "interval": "exact order-statistic interval of the median; the range where too few for the confidence",
         "variants": variants,
     }
 
@@ -320,11 +331,13 @@ def significant(value: float, digits: int = 3) -> str:
 
 
 def quoted(figure: dict | None, scale: float = 1.0, digits: int = 3) -> str:
-    """``median [low, high]``, or ``–`` without a figure."""
+    """``median [low, high]``, with the interval's coverage where it falls short of 95 % (a range of too few
+    values); ``–`` without a figure."""
     if figure is None:
         return "–"
     median, low, high = (significant(figure[key] / scale, digits) for key in ("median", "low", "high"))
-    return f"{median} [{low}, {high}]"
+    short = f" ({figure['coverage']:.1%} range)" if figure["coverage"] < CONFIDENCE else ""
+    return f"{median} [{low}, {high}]{short}"
 
 
 def summary_markdown(summary: dict) -> str:
@@ -334,7 +347,9 @@ def summary_markdown(summary: dict) -> str:
         "",
         f"Common arguments: `{shlex.join(summary['common'])}`. {summary['repeats']} repeats, seeds "
         f"{summary['base_seed']}…{summary['base_seed'] + summary['repeats'] - 1}, variant order rotated each repeat.",
-        "Figures are medians over the completed repeats with a percentile-bootstrap 95 % interval [low, high].",
+        "Figures are medians over the completed repeats with an exact order-statistic 95 % interval [low, high],",
+        f"distribution-free; fewer than {RECOMMENDED_REPEATS} values have none, and show their range with its",
+        "coverage.",
         "",
         "| variant | command | completed | throughput (k env-steps/s) | per rank (k env-steps/s) | total_wall_time_s |",
         "|---|---|---|---|---|---|",
@@ -351,17 +366,19 @@ def summary_markdown(summary: dict) -> str:
         "",
         "ratio = the variant's throughput ÷ the baseline's of the same repeat; per-rank ratio divides each by its",
         "world size (the weak-scaling efficiency when the baseline runs 1 rank at the same envs per rank). A",
-        "difference is inconclusive when the ratio's interval includes 1.",
+        "difference is inconclusive when the ratio's interval includes 1. p: the two-sided sign test of a median",
+        "ratio of 1.",
         "",
-        "| variant | pairs | ratio | per-rank ratio | verdict | ratio per repeat |",
-        "|---|---|---|---|---|---|",
+        "| variant | pairs | ratio | per-rank ratio | p | verdict | ratio per repeat |",
+        "|---|---|---|---|---|---|---|",
     ]
     for variant in summary["variants"][1:]:
         per_repeat = ", ".join(f"r{repeat}: {value:.3f}" for repeat, value in variant["ratio_per_repeat"].items())
         pairs = (variant["ratio"] or {}).get("n", 0)
+        p_value = (variant["ratio"] or {}).get("sign_test_p")
         lines.append(
             f"| {variant['name']} | {pairs} | {quoted(variant['ratio'])} | {quoted(variant['per_rank_ratio'])} "
-            f"| {variant['verdict']} | {per_repeat or '–'} |"
+            f"| {'–' if p_value is None else f'{p_value:.3g}'} | {variant['verdict']} | {per_repeat or '–'} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -384,7 +401,7 @@ def parser() -> OneLineParser:
     parser = OneLineParser(
         prog="rlscale benchmark compare",
         description="Run named variants of a benchmark interleaved (A B, B A, ...) over repeats, holding the host "
-        "alone, and tabulate medians and paired ratios with bootstrap 95 % intervals. The arguments after `--` "
+        "alone, and tabulate medians and paired ratios with order-statistic 95 % intervals. The arguments after `--` "
         "are common to every variant.",
         allow_abbrev=False,
     )
@@ -396,7 +413,9 @@ def parser() -> OneLineParser:
         help="a compared configuration: the rest of an `rlscale benchmark` line, with environment variables first "
         '(e.g. ll="NCCL_PROTO=LL training_multigpu --num_gpus 2"); the first is the baseline. At least two',
     )
-    parser.add_argument("--repeats", type=int, default=RECOMMENDED_REPEATS, help="runs of each variant (default 5)")
+    parser.add_argument(
+        "--repeats", type=int, default=RECOMMENDED_REPEATS, help=f"runs of each variant (default {RECOMMENDED_REPEATS})"
+    )
     parser.add_argument("--output_dir", type=Path, required=True, help="where the bundles, logs and tables go")
     parser.add_argument("--base_seed", type=int, default=0, help="repeat r runs every variant with seed BASE + r")
     parser.add_argument("--run_timeout_s", type=float, help="stop a run after this long and record it as timeout")
