@@ -5,13 +5,18 @@ written exactly as its document quotes it; ``tests/test_quoted_figures.py`` chec
 its quotes, so that a figure and its source cannot drift apart. Change a figure here, by changing the data or the
 computation, and the test names the sentence to update.
 
+The parity figures come from ``tools/quoted_parity.py``.
+
 Usage: python tools/quoted_figures.py   (prints each document, what the figure is, and the quoted text)
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import re
+import shlex
 import statistics
 import sys
 from collections import defaultdict
@@ -21,7 +26,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from rlscale.benchmark.stats import median_interval
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/ is no package: its sibling module
+from quoted_parity import parity_quotes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 H200 = Path("results/h200x2")
@@ -273,9 +279,26 @@ def graph_gain_quotes(root: Path) -> list[Quote]:
     return quotes
 
 
+CONFIDENCE = 0.95
+
+
+def median_and_bounds(values: Iterable[float]) -> tuple[float, float, float, int]:
+    """The median, the bounds of its exact order-statistic interval and the number of values, written apart from
+    ``rlscale.benchmark.stats``: ``[x(k), x(n+1-k)]`` holds the median when between ``k`` and ``n - k`` values fall
+    below it, a binomial(n, 1/2) probability; ``k`` is the largest reaching 95 %, else 1 (the range)."""
+    ordered = sorted(values)
+    n = len(ordered)
+
+    def coverage(k: int) -> float:
+        return sum(math.comb(n, below) for below in range(k, n - k + 1)) / 2**n
+
+    k = max((k for k in range(1, (n + 1) // 2 + 1) if coverage(k) >= CONFIDENCE), default=1)
+    return statistics.median(ordered), ordered[k - 1], ordered[n - k], n
+
+
 def with_interval(values: Iterable[float]) -> str:
-    """``median [low–high]``: the median and its 95 % bootstrap interval."""
-    median, low, high = median_interval(list(values))
+    """``median [low–high]``: the median and its order-statistic interval (the range, for 5 values)."""
+    median, low, high, _ = median_and_bounds(values)
     return f"{median:.2f} [{low:.2f}–{high:.2f}]"
 
 
@@ -343,34 +366,62 @@ LEVER_COMPARISONS = (
 STARTUP_PHASES = ("python_imports", "task_config", "env_creation", "first_step", "first_iteration")
 
 
-def kilo_interval(figure: dict) -> str:
-    """A comparison's throughput figure as ``median [low–high]`` in k env-steps/s."""
-    return f"{figure['median'] / 1e3:.0f} [{figure['low'] / 1e3:.0f}–{figure['high'] / 1e3:.0f}]"
+def kilo_interval(rates: list[float]) -> str:
+    """Throughputs as ``median [low–high]`` in k env-steps/s."""
+    median, low, high, _ = median_and_bounds(rates)
+    return f"{median / 1e3:.0f} [{low / 1e3:.0f}–{high / 1e3:.0f}]"
 
 
-def verdict(ratio: dict) -> str:
-    if ratio["high"] < 1:
-        return "slower"
-    return "faster" if ratio["low"] > 1 else "inconclusive"
+def sign_test_p(ratios: list[float]) -> float:
+    """Two-sided sign test of a median ratio of 1, by counting every equally likely pattern of sides."""
+    sides = [ratio > 1 for ratio in ratios if ratio != 1]
+    fewer = min(sum(sides), len(sides) - sum(sides))
+    patterns = list(itertools.product((False, True), repeat=len(sides)))
+    return sum(min(sum(pattern), len(sides) - sum(pattern)) <= fewer for pattern in patterns) / len(patterns)
+
+
+def verdict(ratios: list[float]) -> str:
+    """``benchmark compare``'s verdict, restated: none below the pairs a 95 % interval needs (6), only the sign test
+    when every pair falls on one side; else higher or lower when the interval is clear of 1."""
+    _, low, high, n = median_and_bounds(ratios)
+    if n < 6:
+        side = "above" if low > 1 else "below" if high < 1 else None
+        short = "too few pairs (< 6)"
+        return f"{short}; all {n} {side} 1, sign test p = {sign_test_p(ratios):.3g}" if side else short
+    return "higher" if low > 1 else "lower" if high < 1 else "inconclusive"
+
+
+def comparison_rates(directory: Path) -> tuple[str, dict[str, tuple[str, list[float]]]]:
+    """A comparison's baseline, and each variant's command line and effective rate per repeat, from ``plan.json``
+    (what was asked) and the bundles (what ran), not from the tool's own tables."""
+    plan = json.loads((directory / "plan.json").read_text())
+    variants = {}
+    for variant in plan["variants"]:
+        words = [*(f"{key}={value}" for key, value in variant["env"].items()), variant["workflow"], *variant["args"]]
+        rates = [
+            json.loads((directory / variant["name"] / f"repeat{repeat}.json").read_text())["runtime"]["total_fps"]
+            for repeat in range(plan["repeats"])
+        ]
+        variants[variant["name"]] = (shlex.join(words), [rate["mean"] for rate in rates])
+    return plan["variants"][0]["name"], variants
 
 
 def round_two_quotes(root: Path) -> list[Quote]:
-    """docs/performance.md's round two: each variant against its comparison's baseline (``comparison.json``), the
-    startup phases of the warm repeats, the per-process GPU memory and rsl_rl's share of its own ceiling."""
+    """docs/performance.md's round two: each variant against its comparison's baseline (paired by repeat, from the
+    bundles), the startup phases of the warm repeats, the per-process GPU memory and rsl_rl's share of its own
+    ceiling."""
     quotes = []
     for library, folder in LEVER_COMPARISONS:
-        comparison = json.loads((root / ROUND_TWO / folder / "comparison.json").read_text())
-        baseline = next(variant for variant in comparison["variants"] if variant["name"] == comparison["baseline"])
-        for variant in comparison["variants"]:
-            if variant is baseline:
-                continue
-            ratio = variant["ratio"]
+        baseline, variants = comparison_rates(root / ROUND_TWO / folder)
+        base_rates = variants.pop(baseline)[1]
+        for name, (command, rates) in variants.items():
+            ratios = [rate / base for rate, base in zip(rates, base_rates, strict=True)]
+            median, low, high, _ = median_and_bounds(ratios)
             text = (
-                f"| {library} | `{variant['command']}` | {kilo_interval(baseline['throughput'])} | "
-                f"{kilo_interval(variant['throughput'])} | {ratio['median']:.3f} [{ratio['low']:.3f}–"
-                f"{ratio['high']:.3f}] | {verdict(ratio)} |"
+                f"| {library} | `{command}` | {kilo_interval(base_rates)} | {kilo_interval(rates)} | "
+                f"{median:.3f} [{low:.3f}–{high:.3f}] | {verdict(ratios)} |"
             )
-            quotes.append(Quote(PERFORMANCE, f"round two, {folder}: {variant['name']}", text))
+            quotes.append(Quote(PERFORMANCE, f"round two, {folder}: {name}", text))
     process_memory = []
     for library, _ in LIBRARY_ROWS:
         startups = [
@@ -395,7 +446,7 @@ def round_two_quotes(root: Path) -> list[Quote]:
     ]
     ceilings = [run["steps_per_iteration"] / run["learning_time_s"]["mean"] for run in default_runs]
     shares = [run["total_fps"]["mean"] / ceiling for run, ceiling in zip(default_runs, ceilings, strict=True)]
-    median, low, high = median_interval(ceilings)
+    median, low, high, _ = median_and_bounds(ceilings)
     text = (
         f"ceiling {median / 1e3:.0f} k [{low / 1e3:.0f}–{high / 1e3:.0f}] env-steps/s; rlscale reaches "
         f"{with_interval(shares)} of it"
@@ -415,6 +466,7 @@ def all_quotes(root: Path = ROOT) -> list[Quote]:
         *like_for_like_quotes(root),
         *measured_graph_gain_quotes(root),
         *round_two_quotes(root),
+        *(Quote(*quote) for quote in parity_quotes(root)),
     ]
 
 
