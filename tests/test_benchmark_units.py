@@ -208,12 +208,13 @@ class TestMedianInterval:
         assert sign_test_p(values) == pytest.approx(p)
 
     def test_ratio_of_independent_medians(self):
-        """Ten values a side need k = 2 for sqrt(0.95): 1 - 2 (1 + 10) / 1024 = 0.9785 (k = 3: 0.8906). The ratio's
-        bounds divide the numerator's by the denominator's opposite bounds; its coverage is the product."""
-        numerator = [float(value) for value in range(20, 30)]  # x(2) = 21, x(9) = 28, median 24.5
-        denominator = [float(value) for value in range(10, 20)]  # x(2) = 11, x(9) = 18, median 14.5
-        coverage = (1 - 22 / 1024) ** 2
-        expected = (24.5 / 14.5, 21 / 18, 28 / 11, coverage, 10)
+        """Each median's interval is taken at sqrt(0.95) = 0.9747, so that both hold with 95 %: for nine values a side
+        that is their range (1 - 2 / 512 = 0.9961), as [x(2), x(8)] covers only 0.9609, enough at 0.95 itself but
+        not here. The ratio's bounds divide the numerator's by the denominator's opposite bounds; its coverage is the
+        product."""
+        numerator = [float(value) for value in range(21, 30)]  # median 25
+        denominator = [float(value) for value in range(11, 20)]  # median 15
+        expected = (25 / 15, 21 / 19, 29 / 11, (1 - 2 / 512) ** 2, 9)
         assert tuple(ratio_of_medians_interval(numerator, denominator)) == pytest.approx(expected)
 
 
