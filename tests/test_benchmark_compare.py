@@ -17,17 +17,15 @@ import pandas as pd
 import psutil
 import pytest
 
-from rlscale.benchmark.interleave import (
+from rlscale.benchmark.interleave import main, parse_variant, run_one
+from rlscale.benchmark.interleave_summary import (
     CSV_FILE,
     JSON_FILE,
     MARKDOWN_FILE,
     PLAN_FILE,
-    main,
-    parse_variant,
     planned_runs,
     quoted,
     ratio_interval,
-    run_one,
     run_order,
     verdict,
     write_summary,
