@@ -55,4 +55,6 @@ def test_script_prints_every_quote():
 )
 def test_round_two_verdict_restates_the_tools_rule(ratios, verdict):
     """The docs' verdicts are recomputed with the rule written out by hand, too-few-pairs clause included."""
-    assert quoted_figures.verdict(ratios) == verdict
+    import quoted_round_two  # beside quoted_figures, which put tools/ on the path
+
+    assert quoted_round_two.verdict(ratios) == verdict

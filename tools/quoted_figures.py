@@ -5,29 +5,28 @@ written exactly as its document quotes it; ``tests/test_quoted_figures.py`` chec
 its quotes, so that a figure and its source cannot drift apart. Change a figure here, by changing the data or the
 computation, and the test names the sentence to update.
 
-The parity figures come from ``tools/quoted_parity.py``.
+The parity figures come from ``tools/quoted_parity.py``, docs/performance.md's round two from
+``tools/quoted_round_two.py``.
 
 Usage: python tools/quoted_figures.py   (prints each document, what the figure is, and the quoted text)
 """
 
 from __future__ import annotations
 
-import itertools
 import json
-import math
 import re
-import shlex
 import statistics
 import sys
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/ is no package: its sibling module
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/ is no package: its sibling modules
+from quoted_common import LIBRARY_ROWS, PERFORMANCE, Quote, span, with_interval  # noqa: E402
 from quoted_parity import parity_quotes  # noqa: E402
+from quoted_round_two import round_two_quotes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 H200 = Path("results/h200x2")
@@ -36,13 +35,10 @@ PEER_BUNDLES = (H200 / "peer" / "bundles", H200 / "benchmark" / "training")
 """Every committed bundle with a peer: the 2-GPU and five 1-GPU peer runs, and the study's 1-GPU training runs."""
 TRAINING_BUNDLES = (H200 / "benchmark" / "training", H200 / "peer" / "bundles")
 """The Cartpole training benchmarks at both world sizes, with and without a peer (same workload and machine)."""
-PERFORMANCE = "docs/performance.md"
 LIKE_FOR_LIKE_BUNDLES = H200 / "peer_like_for_like" / "bundles"
 """rlscale beside its peer on the same graphed env step, 4096 envs, 5 interleaved repeats (issue 17)."""
 GRAPH_GAIN_BUNDLES = H200 / "graph_gain" / "bundles"
 """``<library>/{graph,eager}/repeatN.json``: rlscale's training benchmark with and without ``--no_cuda_graph``."""
-LIBRARY_ROWS = (("rsl_rl", "rsl_rl"), ("rl_games", "rl_games"), ("skrl", "skrl (torch)"))
-"""Library, and its name in the README's table, in the order of the docs' tables."""
 VALIDATION_LOGS = {
     ("rsl_rl", 1): "1gpu_rsl_rl_torch.log",
     ("rl_games", 1): "1gpu_rl_games_torch.log",
@@ -61,26 +57,11 @@ ANT_RSL_RL_WINDOWS = ((0, 9), (50, 99), (250, 299), (550, 606))
 ANT_LAST_POINTS = 10
 
 
-@dataclass(frozen=True)
-class Quote:
-    document: str
-    """Path from the repository root."""
-    what: str
-    text: str
-    """As the document has it, but for line breaks and runs of spaces."""
-
-
 def rate(value: float) -> str:
     """Env-steps/s as the docs write them: ``433 k``, ``7.47 M``, ``11.4 M`` (three significant digits from 1 M)."""
     if value >= 1e6:
         return f"{value / 1e6:.3g} M"
     return f"{value / 1e3:.0f} k"
-
-
-def span(values: Iterable[float], digits: int = 2) -> str:
-    """``low–high``, or one value when both round alike."""
-    low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
-    return low if low == high else f"{low}–{high}"
 
 
 def spaced(number: int) -> str:
@@ -279,29 +260,6 @@ def graph_gain_quotes(root: Path) -> list[Quote]:
     return quotes
 
 
-CONFIDENCE = 0.95
-
-
-def median_and_bounds(values: Iterable[float]) -> tuple[float, float, float, int]:
-    """The median, the bounds of its exact order-statistic interval and the number of values, written apart from
-    ``rlscale.benchmark.stats``: ``[x(k), x(n+1-k)]`` holds the median when between ``k`` and ``n - k`` values fall
-    below it, a binomial(n, 1/2) probability; ``k`` is the largest reaching 95 %, else 1 (the range)."""
-    ordered = sorted(values)
-    n = len(ordered)
-
-    def coverage(k: int) -> float:
-        return sum(math.comb(n, below) for below in range(k, n - k + 1)) / 2**n
-
-    k = max((k for k in range(1, (n + 1) // 2 + 1) if coverage(k) >= CONFIDENCE), default=1)
-    return statistics.median(ordered), ordered[k - 1], ordered[n - k], n
-
-
-def with_interval(values: Iterable[float]) -> str:
-    """``median [low–high]``: the median and its order-statistic interval (the range, for 5 values)."""
-    median, low, high, _ = median_and_bounds(values)
-    return f"{median:.2f} [{low:.2f}–{high:.2f}]"
-
-
 def like_for_like_quotes(root: Path) -> list[Quote]:
     """docs/performance.md's like-for-like peer table: per library and world size, the ratio with its interval and
     the medians of rlscale's and the peer's median per-iteration rates."""
@@ -353,108 +311,6 @@ def measured_graph_gain_quotes(root: Path) -> list[Quote]:
     return quotes
 
 
-ROUND_TWO = Path("results/benchmarks/h200")
-LEVER_COMPARISONS = (
-    ("rsl_rl", "levers_first_look/rsl_rl_levers"),
-    ("rsl_rl", "round2/rsl_rl_nan_check"),
-    ("rl_games", "round2/rl_games_levers"),
-    ("skrl", "levers_first_look/skrl_levers"),
-    ("rsl_rl", "round2/rsl_rl_placement_1gpu"),
-    ("rsl_rl", "round2/rsl_rl_levers_65536"),
-)
-"""Library and folder (under :data:`ROUND_TWO`) of each interleaved comparison in docs/performance.md's round two."""
-STARTUP_PHASES = ("python_imports", "task_config", "env_creation", "first_step", "first_iteration")
-
-
-def kilo_interval(rates: list[float]) -> str:
-    """Throughputs as ``median [low–high]`` in k env-steps/s."""
-    median, low, high, _ = median_and_bounds(rates)
-    return f"{median / 1e3:.0f} [{low / 1e3:.0f}–{high / 1e3:.0f}]"
-
-
-def sign_test_p(ratios: list[float]) -> float:
-    """Two-sided sign test of a median ratio of 1, by counting every equally likely pattern of sides."""
-    sides = [ratio > 1 for ratio in ratios if ratio != 1]
-    fewer = min(sum(sides), len(sides) - sum(sides))
-    patterns = list(itertools.product((False, True), repeat=len(sides)))
-    return sum(min(sum(pattern), len(sides) - sum(pattern)) <= fewer for pattern in patterns) / len(patterns)
-
-
-def verdict(ratios: list[float]) -> str:
-    """``benchmark compare``'s verdict, restated: none below the pairs a 95 % interval needs (6), only the sign test
-    when every pair falls on one side; else higher or lower when the interval is clear of 1."""
-    _, low, high, n = median_and_bounds(ratios)
-    if n < 6:
-        side = "above" if low > 1 else "below" if high < 1 else None
-        short = "too few pairs (< 6)"
-        return f"{short}; all {n} {side} 1, sign test p = {sign_test_p(ratios):.3g}" if side else short
-    return "higher" if low > 1 else "lower" if high < 1 else "inconclusive"
-
-
-def comparison_rates(directory: Path) -> tuple[str, dict[str, tuple[str, list[float]]]]:
-    """A comparison's baseline, and each variant's command line and effective rate per repeat, from ``plan.json``
-    (what was asked) and the bundles (what ran), not from the tool's own tables."""
-    plan = json.loads((directory / "plan.json").read_text())
-    variants = {}
-    for variant in plan["variants"]:
-        words = [*(f"{key}={value}" for key, value in variant["env"].items()), variant["workflow"], *variant["args"]]
-        rates = [
-            json.loads((directory / variant["name"] / f"repeat{repeat}.json").read_text())["runtime"]["total_fps"]
-            for repeat in range(plan["repeats"])
-        ]
-        variants[variant["name"]] = (shlex.join(words), [rate["mean"] for rate in rates])
-    return plan["variants"][0]["name"], variants
-
-
-def round_two_quotes(root: Path) -> list[Quote]:
-    """docs/performance.md's round two: each variant against its comparison's baseline (paired by repeat, from the
-    bundles), the startup phases of the warm repeats, the per-process GPU memory and rsl_rl's share of its own
-    ceiling."""
-    quotes = []
-    for library, folder in LEVER_COMPARISONS:
-        baseline, variants = comparison_rates(root / ROUND_TWO / folder)
-        base_rates = variants.pop(baseline)[1]
-        for name, (command, rates) in variants.items():
-            ratios = [rate / base for rate, base in zip(rates, base_rates, strict=True)]
-            median, low, high, _ = median_and_bounds(ratios)
-            text = (
-                f"| {library} | `{command}` | {kilo_interval(base_rates)} | {kilo_interval(rates)} | "
-                f"{median:.3f} [{low:.3f}–{high:.3f}] | {verdict(ratios)} |"
-            )
-            quotes.append(Quote(PERFORMANCE, f"round two, {folder}: {name}", text))
-    process_memory = []
-    for library, _ in LIBRARY_ROWS:
-        startups = [
-            json.loads((root / ROUND_TWO / "round2" / "startup" / library / f"repeat{repeat}.json").read_text())
-            for repeat in range(1, 6)
-        ]
-        phases = [[bundle["runtime"]["startup_time_s"][phase] for bundle in startups] for phase in STARTUP_PHASES]
-        totals = [sum(values) for values in zip(*phases, strict=True)]
-        text = f"| {library} | {' | '.join(with_interval(values) for values in [*phases, totals])} |"
-        quotes.append(Quote(PERFORMANCE, f"round two, warm startup of {library}", text))
-        process_memory += [bundle["resources"]["gpu_process_mem_gb"]["peak"] for bundle in startups]
-    for _, folder in LEVER_COMPARISONS:
-        for path in sorted((root / ROUND_TWO / folder).glob("*/repeat*.json")):
-            bundle = json.loads(path.read_text())
-            if bundle["extra"]["num_envs_per_rank"] == 4096:
-                process_memory.append(bundle["resources"]["gpu_process_mem_gb"]["peak"])
-    text = f"{span(process_memory)} GB per process at 4096 envs ({len(process_memory)} runs"
-    quotes.append(Quote(PERFORMANCE, "round two, per-process GPU memory", text))
-    default_runs = [
-        json.loads(path.read_text())["runtime"]
-        for path in sorted((root / ROUND_TWO / "round2" / "rsl_rl_nan_check" / "nan_check").glob("repeat*.json"))
-    ]
-    ceilings = [run["steps_per_iteration"] / run["learning_time_s"]["mean"] for run in default_runs]
-    shares = [run["total_fps"]["mean"] / ceiling for run, ceiling in zip(default_runs, ceilings, strict=True)]
-    median, low, high, _ = median_and_bounds(ceilings)
-    text = (
-        f"ceiling {median / 1e3:.0f} k [{low / 1e3:.0f}–{high / 1e3:.0f}] env-steps/s; rlscale reaches "
-        f"{with_interval(shares)} of it"
-    )
-    quotes.append(Quote(PERFORMANCE, "round two, rsl_rl against its ceiling", text))
-    return quotes
-
-
 def all_quotes(root: Path = ROOT) -> list[Quote]:
     return [
         *memory_quotes(root),
@@ -466,7 +322,7 @@ def all_quotes(root: Path = ROOT) -> list[Quote]:
         *like_for_like_quotes(root),
         *measured_graph_gain_quotes(root),
         *round_two_quotes(root),
-        *(Quote(*quote) for quote in parity_quotes(root)),
+        *parity_quotes(root),
     ]
 
 

@@ -17,6 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import yaml
+from quoted_common import Quote
 
 RESULTS = Path("results/h200x2/parity")
 RECORDS = RESULTS / "records.tgz"
@@ -71,8 +72,8 @@ def spread(values: list[float], scale: float = 1.0) -> str:
     return f"{statistics.median(values) / scale:.2f} [{min(values) / scale:.2f}–{max(values) / scale:.2f}]"
 
 
-def parity_quotes(root: Path) -> list[tuple[str, str, str]]:
-    """``(document, what, text)`` for each quoted parity figure."""
+def parity_quotes(root: Path) -> list[Quote]:
+    """Each quoted parity figure."""
     cells = runs(root)
     quotes, speedups, step_ratios, sentence = [], [], [], []
     for task, library, row, name in CELLS:
@@ -91,7 +92,7 @@ def parity_quotes(root: Path) -> list[tuple[str, str, str]]:
             if size == 2:
                 learns = "yes" if step_ratio <= TOLERANCE else "no"
                 text += f" {step_ratio:.2f} | {learns} | {speedup_text} |"
-            quotes.append((PARITY_README, f"table, {row} at {size} GPU(s)", text))
+            quotes.append(Quote(PARITY_README, f"table, {row} at {size} GPU(s)", text))
     every = [run for cell in cells.values() for run in cell]
     reached = sum(run["reached"] for run in every)
     iterations = [run["iterations"] for run in every if run["reached"]]
@@ -117,7 +118,7 @@ def parity_quotes(root: Path) -> list[tuple[str, str, str]]:
             "learns as well",
         ),
     ):
-        quotes.append((PARITY_README, what, text))
+        quotes.append(Quote(PARITY_README, what, text))
     readme = [
         (f"all {reached} runs reaching the target", "parity: runs that reached the target"),
         (
@@ -129,5 +130,5 @@ def parity_quotes(root: Path) -> list[tuple[str, str, str]]:
     ]
     none_learns = min(step_ratios) > TOLERANCE
     readme.append(('so none "learns as well"' if none_learns else "a cell learns as well", "parity: learns as well"))
-    quotes += [("README.md", what, text) for text, what in readme]
+    quotes += [Quote("README.md", what, text) for text, what in readme]
     return quotes
