@@ -3,35 +3,38 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 
 import pandas as pd
 import psutil
 import pytest
 
-from rlscale.benchmark.interleave import (
+from rlscale.benchmark.interleave import main, parse_variant, run_one
+from rlscale.benchmark.interleave_summary import (
     CSV_FILE,
     JSON_FILE,
     MARKDOWN_FILE,
     PLAN_FILE,
-    main,
-    parse_variant,
     planned_runs,
     quoted,
-    run_one,
+    ratio_interval,
     run_order,
     verdict,
     write_summary,
 )
-from rlscale.benchmark.stats import median_interval
 
 COMMON = ["--task", "Isaac-Cartpole-Direct", "--rl_library", "rsl_rl", "--device", "cpu", "--max_iterations", "2"]
 """The smallest real training benchmark: 2 iterations (1 warm-up, 1 measured) of Cartpole on CPU."""
+PROGRESS_LINE = re.compile(r"^\[\d+/\d+\] (\S+) repeat (\d+): ", re.MULTILINE)
+"""The line the tool prints as each run ends: ``[3/6] broken repeat 0: FAILED ...``."""
 
 
 def no_lease() -> contextlib.AbstractContextManager:
@@ -134,32 +137,54 @@ class TestSummary:
     @pytest.mark.parametrize(
         ("figure", "text"),
         [
-            ({"median": 7_021_500.0, "low": 5_604_000.0, "high": 999_700.0}, "7022 [5604, 1000]"),
-            ({"median": 431_000.0, "low": 385_400.0, "high": 438_600.0}, "431 [385, 439]"),
-            ({"median": 2.5, "low": 0.0123, "high": 12.34}, "0.0025 [1.23e-05, 0.0123]"),
+            ({"median": 7_021_500.0, "low": 5_604_000.0, "high": 999_700.0, "coverage": 0.96}, "7022 [5604, 1000]"),
+            ({"median": 431_000.0, "low": 385_400.0, "high": 438_600.0, "coverage": 0.96}, "431 [385, 439]"),
+            ({"median": 2.5, "low": 0.0123, "high": 12.34, "coverage": 0.96}, "0.0025 [1.23e-05, 0.0123]"),
+            (
+                {"median": 431_000.0, "low": 385_400.0, "high": 438_600.0, "coverage": 0.9375},
+                "431 [385, 439] (93.8% range)",
+            ),
         ],
-        ids=["millions", "thousands", "small"],
+        ids=["millions", "thousands", "small", "range"],
     )
     def test_throughput_is_quoted_without_a_positive_exponent(self, figure, text):
         assert quoted(figure, 1e3) == text
 
     @pytest.mark.parametrize(
-        ("ratios", "expected"),
+        ("ratios", "interval", "expected"),
         [
-            ([1.1, 1.2, 1.15, 1.12, 1.3], "higher"),
-            ([0.8, 0.9, 0.85, 0.95, 0.7], "lower"),
-            ([0.9, 1.1, 1.0, 1.05, 0.95], "inconclusive"),
-            ([1.1, 1.2, 1.3, 1.4], "too few pairs (< 5)"),
+            # Six pairs: only their range covers 95 % (1 - 2 / 64).
+            ([1.1, 1.2, 1.15, 1.12, 1.3, 1.05], (1.135, 1.05, 1.3, 1 - 2 / 64, 6, 2 / 64), "higher"),
+            ([0.8, 0.9, 0.85, 0.95, 0.7, 0.99], (0.875, 0.7, 0.99, 1 - 2 / 64, 6, 2 / 64), "lower"),
+            # Nine pairs: [x(2), x(8)], 1 - 2 × 10 / 512. One pair below 1 leaves the interval clear of it.
+            ([0.9, *(1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8)], (1.4, 1.1, 1.7, 1 - 20 / 512, 9, 20 / 512), "higher"),
+            # ... and two below 1 do not: x(2) = 0.95.
+            (
+                [0.9, 0.95, *(1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7)],
+                (1.3, 0.95, 1.6, 1 - 20 / 512, 9, 92 / 512),
+                "inconclusive",
+            ),
+            # Five pairs have no 95 % interval: their range covers 93.75 %, and all 5 above 1 is a sign test p of 1/16.
+            (
+                [1.1, 1.2, 1.15, 1.12, 1.3],
+                (1.15, 1.1, 1.3, 0.9375, 5, 2 / 32),
+                "too few pairs (< 6); all 5 above 1, sign test p = 0.0625",
+            ),
+            ([0.9, 1.1, 1.0, 1.05, 0.95], (1.0, 0.9, 1.1, 0.9375, 5, 1.0), "too few pairs (< 6)"),
         ],
-        ids=["higher", "lower", "inconclusive", "four-pairs"],
+        ids=["six-higher", "six-lower", "nine-higher", "nine-inconclusive", "five-one-side", "five-mixed"],
     )
-    def test_verdict_needs_five_pairs_and_an_interval_clear_of_one(self, ratios, expected):
-        median, low, high = median_interval(ratios)
-        assert verdict({"median": median, "low": low, "high": high, "n": len(ratios)}) == expected
+    def test_interval_and_verdict_by_hand(self, ratios, interval, expected):
+        """The ratios' interval, sign test and verdict, worked out by hand (exact order statistics, not percentiles)."""
+        ratio = ratio_interval(ratios)
+        keys = ("median", "low", "high", "coverage", "n", "sign_test_p")
+        assert [ratio[key] for key in keys] == pytest.approx(interval)
+        assert verdict(ratio) == expected
 
     def test_paired_ratios_and_intervals_from_the_bundles(self, tmp_path):
         """With a 1-rank baseline and a 2-rank variant over 3 repeats (one of the variant's runs failed), the ratios
-        pair runs by repeat, skip the unpaired one, and their medians and intervals are median_interval's."""
+        pair runs by repeat, skip the unpaired one; two ratios' median is their mean, their interval their range,
+        which covers the median with 1 - 2 / 4."""
         fps = {"one": [100.0, 120.0, 90.0], "two": [190.0, None, 200.0]}
         plan = {
             "variants": [
@@ -186,12 +211,12 @@ class TestSummary:
         assert one["throughput"]["median"] == 100.0
         ratios = [190.0 / 100.0, 200.0 / 90.0]
         assert two["ratio_per_repeat"] == {0: pytest.approx(ratios[0]), 2: pytest.approx(ratios[1])}
-        assert [two["ratio"][key] for key in ("median", "low", "high")] == pytest.approx(median_interval(ratios))
-        efficiency = [ratio / 2 for ratio in ratios]
-        assert [two["per_rank_ratio"][key] for key in ("median", "low", "high")] == pytest.approx(
-            median_interval(efficiency)
-        )
-        assert two["verdict"] == "too few pairs (< 5)"  # Both ratios are above 1, but 2 pairs settle nothing.
+        keys = ("median", "low", "high", "coverage", "n", "sign_test_p")
+        assert [two["ratio"][key] for key in keys] == pytest.approx([(1.9 + 200 / 90) / 2, 1.9, 200 / 90, 0.5, 2, 0.5])
+        per_rank = [two["per_rank_ratio"][key] for key in keys[:5]]
+        assert per_rank == pytest.approx([(1.9 + 200 / 90) / 4, 0.95, 100 / 90, 0.5, 2])
+        # Both ratios are above 1, but 2 pairs settle nothing: p = 2 / 4.
+        assert two["verdict"] == "too few pairs (< 6); all 2 above 1, sign test p = 0.5"
         table = pd.read_csv(tmp_path / CSV_FILE)
         assert table["status"].tolist().count("failed (exit 1, no bundle)") == 1
         assert table["gpu_process_mem_gb"].dropna().tolist() == [2.5] * 5
@@ -219,20 +244,24 @@ def real_comparison(tmp_path_factory):
 
 class TestRealComparison:
     def test_runs_interleaved_and_rotated(self, real_comparison):
-        """The CSV lists the runs in the order they ran: rotated each repeat, one seed per repeat."""
+        """The runs ran in turns, rotated each repeat, one seed per repeat: judged by what ran, the progress line
+        printed after each run and the bundles' own start and end times, not by the planned order."""
         directory, result = real_comparison
+        executed = [(name, int(repeat)) for name, repeat in PROGRESS_LINE.findall(result.stdout)]
+        assert executed == [("small", 0), ("large", 0), ("broken", 0), ("large", 1), ("broken", 1), ("small", 1)]
+        runs = []  # The broken variant's runs wrote no bundle.
+        for name, repeat in (("small", 0), ("large", 0), ("large", 1), ("small", 1)):
+            bundle = json.loads((directory / name / f"repeat{repeat}.json").read_text())
+            start, end = (datetime.fromisoformat(bundle["run"][key]) for key in ("start_time_utc", "end_time_utc"))
+            runs.append((start, end, name, repeat, bundle["run"]["seed"]))
+        assert [run[2:] for run in sorted(runs)] == [("small", 0, 5), ("large", 0, 5), ("large", 1, 6), ("small", 1, 6)]
+        assert all(earlier[1] <= later[0] for earlier, later in itertools.pairwise(sorted(runs)))  # one at a time
         table = pd.read_csv(directory / CSV_FILE)
-        assert list(zip(table["variant"], table["repeat"], table["seed"], strict=True)) == [
-            ("small", 0, 5),
-            ("large", 0, 5),
-            ("broken", 0, 5),
-            ("large", 1, 6),
-            ("broken", 1, 6),
-            ("small", 1, 6),
+        assert list(zip(table["variant"], table["repeat"], table["position"], strict=True)) == [
+            *(("small", 0, 0), ("large", 0, 1), ("broken", 0, 2)),
+            *(("large", 1, 0), ("broken", 1, 1), ("small", 1, 2)),
         ]
-        assert table["position"].tolist() == [0, 1, 2, 0, 1, 2]
-        assert "[1/6] small repeat 0: " in result.stdout and "k env-steps/s" in result.stdout
-        assert "WARNING: 2 repeat(s)" in result.stderr
+        assert "k env-steps/s" in result.stdout and "WARNING: 2 repeat(s)" in result.stderr
 
     def test_failed_runs_are_recorded_not_fatal(self, real_comparison):
         """The broken variant's runs are failures in the table; the others completed; the tool exits 1."""
@@ -259,7 +288,8 @@ class TestRealComparison:
         large = json.loads((directory / JSON_FILE).read_text())["variants"][1]
         ratios = [fps["large", repeat] / fps["small", repeat] for repeat in range(2)]
         assert list(large["ratio_per_repeat"].values()) == pytest.approx(ratios)
-        assert [large["ratio"][key] for key in ("median", "low", "high")] == pytest.approx(median_interval(ratios))
+        expected = [sum(ratios) / 2, min(ratios), max(ratios), 0.5]  # two pairs: their mean and range, 1 - 2 / 4
+        assert [large["ratio"][key] for key in ("median", "low", "high", "coverage")] == pytest.approx(expected)
         assert "RLSCALE_TEST_MARK=on training --num_envs 16" in (directory / MARKDOWN_FILE).read_text()
 
     def test_summarise_only_rebuilds_the_same_tables(self, real_comparison):

@@ -11,7 +11,15 @@ from jsonschema import Draft202012Validator
 
 from rlscale.benchmark import bundle as bundles
 from rlscale.benchmark.resources import Nvml, ResourceSampler, node_gpu_devices
-from rlscale.benchmark.stats import ema, mean_std, median_interval, rate_stats
+from rlscale.benchmark.stats import (
+    ema,
+    mean_std,
+    median_interval,
+    rate_stats,
+    ratio_of_medians_interval,
+    sign_test_p,
+    values_needed,
+)
 
 
 class TestStatistics:
@@ -154,23 +162,60 @@ class TestWriting:
 
 
 class TestMedianInterval:
-    def test_median_lies_inside_an_interval_within_the_sample_range(self):
-        values = [0.91, 0.95, 0.97, 1.02, 1.10, 0.88, 0.99]
-        median, low, high = median_interval(values)
-        assert median == 0.97
-        assert min(values) <= low <= median <= high <= max(values)
-        assert low < high
+    """The exact order-statistic interval of a median, pinned on values worked out by hand.
 
-    def test_identical_repeats_have_no_spread_and_missing_values_are_dropped(self):
-        assert median_interval([2.0, 2.0, float("nan"), None, 2.0]) == (2.0, 2.0, 2.0)
+    ``[x(k), x(n+1-k)]`` covers the median with ``1 - 2 P(Binomial(n, 1/2) <= k - 1)``; the largest ``k`` with at
+    least 95 % is taken. Raw percentiles of the values (numpy's 2.5th of 1..9 is 1.2) or a bootstrap give other
+    bounds than these.
+    """
+
+    @pytest.mark.parametrize(
+        ("values", "expected"),
+        [
+            # n = 9: k = 2 covers 1 - 2 (1 + 9) / 512 = 0.9609; k = 3 only 1 - 2 (1 + 9 + 36) / 512 = 0.8203.
+            ([9, 1, 8, 2, 7, 3, 6, 4, 5], (5, 2, 8, 1 - 20 / 512, 9)),
+            # n = 17: k = 5 covers 1 - 2 (1 + 17 + 136 + 680 + 2380) / 2**17 = 0.95096.
+            (list(range(17, 0, -1)), (9, 5, 13, 1 - 2 * 3214 / 2**17, 17)),
+            # n = 6: only the range reaches 95 %: 1 - 2 / 64.
+            ([0.8, 1.3, 1.0, 1.1, 0.9, 1.2], (1.05, 0.8, 1.3, 1 - 2 / 64, 6)),
+            # n = 5: no 95 % interval; the range, with its own 1 - 2 / 32 = 93.75 %.
+            ([0.91, 1.10, 0.97, 1.02, 0.95], (0.97, 0.91, 1.10, 0.9375, 5)),
+        ],
+        ids=["nine", "seventeen", "six", "five"],
+    )
+    def test_bounds_and_coverage(self, values, expected):
+        assert tuple(median_interval(values)) == pytest.approx(expected)
+
+    def test_missing_values_are_dropped(self):
+        assert tuple(median_interval([2.0, 2.0, float("nan"), None, 2.0])) == (2.0, 2.0, 2.0, 0.75, 3)
         assert median_interval([None, float("nan")]) is None
 
-    def test_wider_confidence_gives_a_wider_interval_and_the_seed_fixes_it(self):
-        values = [1.0, 1.3, 0.8, 1.1, 0.9, 1.2, 0.7, 1.4]
-        _, low90, high90 = median_interval(values, confidence=0.5)
-        _, low99, high99 = median_interval(values, confidence=0.99)
-        assert low99 <= low90 and high90 <= high99 and (low99, high99) != (low90, high90)
-        assert median_interval(values, seed=3) == median_interval(values, seed=3)
+    def test_other_confidence(self):
+        """At 50 %, 9 values give k = 4: 1 - 2 (1 + 9 + 36 + 84) / 512 = 0.4922 < 0.5, so k = 3 (0.8203)."""
+        assert tuple(median_interval(range(1, 10), confidence=0.5)) == pytest.approx((5, 3, 7, 1 - 92 / 512, 9))
+        assert (values_needed(0.95), values_needed(0.99)) == (6, 8)  # 1 - 2 / 2**n reaches 95 % at 6, 99 % at 8
+
+    @pytest.mark.parametrize(
+        ("values", "p"),
+        [
+            ([1.1, 1.2, 1.3, 1.05, 1.4], 2 / 32),  # all 5 on one side
+            ([0.9, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8], 2 * 10 / 512),  # 8 of 9 above
+            ([1.0, 1.1, 1.2], 2 / 4),  # the tie with 1 is left out
+            ([0.9, 1.1], 1.0),
+        ],
+    )
+    def test_sign_test(self, values, p):
+        assert sign_test_p(values) == pytest.approx(p)
+
+    def test_ratio_of_independent_medians(self):
+        """Each median's interval is taken at sqrt(0.95) = 0.9747, so that both hold with 95 %: for nine values a side
+        that is their range (1 - 2 / 512 = 0.9961), as [x(2), x(8)] covers only 0.9609, enough at 0.95 itself but
+        not here. The ratio's bounds divide the numerator's by the denominator's opposite bounds; its coverage is the
+        product."""
+        numerator = [float(value) for value in range(21, 30)]  # median 25
+        denominator = [float(value) for value in range(11, 20)]  # median 15
+        expected = (25 / 15, 21 / 19, 29 / 11, (1 - 2 / 512) ** 2, 9)
+        assert tuple(ratio_of_medians_interval(numerator, denominator)) == pytest.approx(expected)
 
 
 def test_schema_lists_every_workflow():

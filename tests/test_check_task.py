@@ -14,12 +14,16 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 from example_task import EXAMPLE_TASK, ensure_example_installed
 
 FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
 
 BROKEN_TASKS = textwrap.dedent(
     """
+    import math
+    import time
+
     import torch
     from pendulum_task.env import PendulumSwingup
     from rlscale.tasks import register_task
@@ -65,7 +69,90 @@ BROKEN_TASKS = textwrap.dedent(
             self.reset()
 
 
-    for name in ("WrongShape", "HostSync", "BothDone", "LongerThanItSays", "IgnoresSeed"):
+    class NotReproducible(PendulumSwingup):
+        def __init__(self, cfg):
+            super().__init__(cfg)
+            self.generator.manual_seed(time.perf_counter_ns())  # each build its own seed, whatever it was given
+            self.reset()
+
+
+    class WrongDtype(PendulumSwingup):
+        def step(self, actions):
+            observations, reward, terminated, truncated, extras = super().step(actions)
+            return observations, reward.double(), terminated, truncated, extras
+
+
+    class WrongDevice(PendulumSwingup):
+        def step(self, actions):
+            observations, reward, terminated, truncated, extras = super().step(actions)
+            extras["episode_return"] = extras["episode_return"].to("meta")
+            return observations, reward, terminated, truncated, extras
+
+
+    class LengthNotRestarted(PendulumSwingup):
+        def step(self, actions):
+            outputs = super().step(actions)
+            self.episode_length_buf.masked_fill_(outputs[3], 1)  # a finished env's counter restarts at 1, not 0
+            return outputs
+
+
+    class WrongEpisodeLength(PendulumSwingup):
+        def step(self, actions):
+            observations, reward, terminated, truncated, extras = super().step(actions)
+            extras["episode_length"] = extras["episode_length"] + 1
+            return observations, reward, terminated, truncated, extras
+
+
+    class ChangingLogKeys(PendulumSwingup):
+        calls = 0
+
+        def step(self, actions):
+            observations, reward, terminated, truncated, extras = super().step(actions)
+            self.calls += 1
+            if self.calls % 2:
+                extras["log"]["Episode_Reward/sometimes"] = torch.zeros((), device=self.device)
+            return observations, reward, terminated, truncated, extras
+
+
+    class NotFinite(PendulumSwingup):
+        def step(self, actions):
+            observations, reward, terminated, truncated, extras = super().step(actions)
+            return observations, reward + math.inf, terminated, truncated, extras
+
+
+    class ResetLeavesLength(PendulumSwingup):
+        def reset(self):
+            outputs = super().reset()
+            self.episode_length_buf.fill_(1)
+            return outputs
+
+
+    class ZeroStepDt(PendulumSwingup):
+        def __init__(self, cfg):
+            super().__init__(cfg)
+            self.step_dt = 0.0
+
+
+    class ExtraObservationGroup(PendulumSwingup):
+        def get_observations(self):
+            observations = super().get_observations()
+            return {**observations, "critic": observations["policy"]}
+
+
+    class ReplaysDifferently(PendulumSwingup):  # graph_capturable, but a captured graph freezes its Python counter
+        calls = 0
+
+        def step(self, actions):
+            self.calls += 1
+            return super().step(actions * (self.calls % 2))
+
+
+    BROKEN = (
+        "WrongShape", "HostSync", "BothDone", "LongerThanItSays", "IgnoresSeed", "NotReproducible", "WrongDtype",
+        "WrongDevice", "LengthNotRestarted", "WrongEpisodeLength", "ChangingLogKeys", "NotFinite", "ResetLeavesLength",
+        "ZeroStepDt", "ExtraObservationGroup", "ReplaysDifferently",
+    )
+    for name in BROKEN:
         register_task(name, f"{__name__}:{name}", "pendulum_task.env:PendulumCfg", {}, package=__name__)
     """
 )
@@ -114,22 +201,63 @@ def broken_tasks(tmp_path_factory) -> str:
     return str(folder)
 
 
+def test_a_broken_task_fails_naming_its_violation(broken_tasks):
+    """The command: exit 1, and the breach is the one violation reported, on its own line."""
+    result = check_task("broken_tasks:WrongShape", "--num_envs", "8", pythonpath=broken_tasks)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert violations(result.stdout) == ["step reward: has shape (8, 1), expected (8,)"]
+    assert result.stdout.splitlines()[-1] == "1 violation(s)"
+
+
 @pytest.mark.parametrize(
-    ("task", "violation"),
+    ("task", "expected"),
     [
-        ("WrongShape", "step reward: has shape (8, 1), expected (8,)"),
-        ("HostSync", "host sync: step calls aten._local_scalar_dense.default, which waits for the device"),
-        ("BothDone", "step: terminated and truncated are both set for one env (first at step 199)"),
-        ("LongerThanItSays", "max_episode_length: an episode ran 151 steps; max_episode_length is 150"),
-        ("IgnoresSeed", "determinism: seeds 0 and 1 gave the same trajectory"),
+        ("WrongShape", ["step reward: has shape (8, 1), expected (8,)"]),
+        ("WrongDtype", ["step reward: has dtype torch.float64, expected torch.float32"]),
+        ("WrongDevice", ["extras['episode_return']: is on meta, expected cpu"]),
+        ("HostSync", ["host sync: step calls aten._local_scalar_dense.default, which waits for the device"]),
+        ("BothDone", ["step: terminated and truncated are both set for one env (first at step 199)"]),
+        ("NotFinite", ["step: reward is not finite (first at step 0)"]),
+        ("LongerThanItSays", ["max_episode_length: an episode ran 151 steps; max_episode_length is 150"]),
+        (
+            "LengthNotRestarted",
+            ["auto-reset: episode_length_buf is not 0 for the finished envs and +1 for the others after step"],
+        ),
+        ("WrongEpisodeLength", ["auto-reset: extras['episode_length'] of a finished env is not its steps (step 199)"]),
+        ("ResetLeavesLength", ["reset: episode_length_buf is not 0 after reset()"]),
+        (
+            "ChangingLogKeys",
+            ["extras: extras['log'] keys change between steps (missing ['Episode_Reward/sometimes'], new [])"],
+        ),
+        ("ZeroStepDt", ["attributes: step_dt is 0.0, not a positive float"]),
+        (
+            "ExtraObservationGroup",
+            [
+                f"{where}: observation groups ['critic', 'policy'] are not ['policy']"
+                for where in ("reset", "get_observations", "step")
+            ],
+        ),
+        ("NotReproducible", ["determinism: a second build with seed 0 differs in policy at step 0"]),
+        ("IgnoresSeed", ["determinism: seeds 0 and 1 gave the same trajectory"]),
     ],
 )
-def test_a_broken_task_fails_naming_its_violation(broken_tasks, task, violation):
-    """Exit 1, and the breach is the one violation reported (each on its own line)."""
-    result = check_task(f"broken_tasks:{task}", "--num_envs", "8", pythonpath=broken_tasks)
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert violations(result.stdout) == [violation]
-    assert result.stdout.splitlines()[-1] == "1 violation(s)"
+def test_each_check_has_a_task_that_breaks_it(broken_tasks, monkeypatch, task, expected):
+    """One broken task per check, each caught by that check alone (in this process: the command is tested above)."""
+    from rlscale.tasks.conformance import check_task as check
+
+    monkeypatch.syspath_prepend(broken_tasks)
+    monkeypatch.setenv("XLA_FLAGS", FAST_COMPILE)  # check_task adds to it
+    assert check(f"broken_tasks:{task}", num_envs=8).violations == expected
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="graph_capturable is checked on CUDA only")
+def test_a_task_whose_graph_replays_differently_is_caught(broken_tasks, monkeypatch):
+    """The eager step alternates its actions by a Python counter, which a captured graph freezes."""
+    from rlscale.tasks.conformance import check_task as check
+
+    monkeypatch.syspath_prepend(broken_tasks)
+    violations_found = check("broken_tasks:ReplaysDifferently", device="cuda", num_envs=8).violations
+    assert [line.split(" differs")[0] for line in violations_found] == ["graph_capturable: the replayed step"]
 
 
 def test_an_unknown_task_is_a_usage_error():

@@ -41,3 +41,20 @@ def test_rates_are_written_as_the_docs_write_them(value, text):
 def test_script_prints_every_quote():
     result = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=120, check=True)
     assert len(result.stdout.splitlines()) == len(QUOTES)
+
+
+@pytest.mark.parametrize(
+    ("ratios", "verdict"),
+    [
+        ([0.9, 0.8, 0.95, 0.7, 0.99], "too few pairs (< 6); all 5 below 1, sign test p = 0.0625"),
+        ([0.9, 1.1, 0.95, 0.7, 0.99], "too few pairs (< 6)"),
+        ([1.1, 1.2, 1.3, 1.05, 1.4, 1.5], "higher"),  # 6 pairs: the range, 1 - 2 / 64 = 96.9 %
+        ([0.9, *(1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8)], "higher"),  # 9 pairs: [x(2), x(8)] = [1.1, 1.7]
+        ([0.9, 0.95, *(1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7)], "inconclusive"),  # x(2) = 0.95
+    ],
+)
+def test_round_two_verdict_restates_the_tools_rule(ratios, verdict):
+    """The docs' verdicts are recomputed with the rule written out by hand, too-few-pairs clause included."""
+    import quoted_round_two  # beside quoted_figures, which put tools/ on the path
+
+    assert quoted_round_two.verdict(ratios) == verdict

@@ -167,16 +167,21 @@ SKRL_NORMALIZERS = ("observation_preprocessor", "value_preprocessor")
 
 
 def resume_agent_cfg(library: str) -> dict:
-    """The task's agent config with the strict KL threshold, and rsl_rl's observation normalizers on."""
+    """The task's agent config with the strict KL threshold, and one epoch of few minibatches, so that the learning
+    rate falls by the schedule's 1.5 once per iteration, well above its floor: rl_games and skrl judge the KL after
+    the step, rsl_rl before it (two minibatches: the first always sees the rollout's own policy). rsl_rl's
+    observation normalizers are on."""
     from rlscale.tasks import load_agent_cfg
 
     cfg = load_agent_cfg(RESUME_TASK, library)
     if library == "rsl_rl":
-        cfg["algorithm"]["desired_kl"] = STRICT_KL
+        cfg["algorithm"].update(desired_kl=STRICT_KL, num_learning_epochs=1, num_mini_batches=2)
         cfg["actor"]["obs_normalization"] = cfg["critic"]["obs_normalization"] = True
     elif library == "rl_games":
-        cfg["params"]["config"]["kl_threshold"] = STRICT_KL
+        config = cfg["params"]["config"]
+        config.update(kl_threshold=STRICT_KL, mini_epochs=1, minibatch_size_per_env=config["horizon_length"])
     else:
+        cfg["agent"].update(learning_epochs=1, mini_batches=1)
         cfg["agent"]["learning_rate_scheduler_kwargs"]["kl_threshold"] = STRICT_KL
     return cfg
 
@@ -245,6 +250,7 @@ def checkpoint_state(library: str, framework: str, path: Path) -> dict:
             "adam_steps": int(optimizer["state"]["1"]["count"]),  # optax.chain(clip_by_global_norm, scale_by_adam)
             "learning_rate": saved["policy_learning_rate"],
             "normalizers": {name: saved[name] for name in SKRL_NORMALIZERS},
+            "iteration": None,  # skrl counts timesteps, in the checkpoint's name
         }
     saved = torch.load(path, map_location="cpu", weights_only=True)
     if library == "rsl_rl":
@@ -281,7 +287,28 @@ def checkpoint_state(library: str, framework: str, path: Path) -> dict:
         "adam_steps": int(optimizer["state"][0]["step"]),
         "learning_rate": optimizer["param_groups"][0]["lr"],
         "normalizers": normalizers,
+        "iteration": saved.get("iter", saved.get("epoch")),  # rsl_rl's and rl_games' own counters; skrl has none
     }
+
+
+def second_moments(framework: str, optimizer: dict) -> list[np.ndarray]:
+    """Adam's running averages of squared gradients, one array per parameter, from a checkpoint's optimizer."""
+    if framework == "jax":
+        import jax
+
+        return [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(optimizer["state"]["1"]["nu"])]
+    return [np.asarray(state["exp_avg_sq"]) for _, state in sorted(optimizer["state"].items())]
+
+
+def checkpoint_after(library: str, framework: str, run_dir: Path, iterations: int) -> Path:
+    """The checkpoint a run saved after its ``iterations``-th iteration (counted from the start of training), by the
+    library's own naming."""
+    if library == "rsl_rl":
+        return run_dir / f"model_{iterations - 1}.pt"
+    if library == "rl_games":
+        return sorted((run_dir / "nn").glob(f"last_*_ep_{iterations}_rew_*.pth"))[0]
+    rollouts = resume_agent_cfg(library)["agent"]["rollouts"]
+    return run_dir / "checkpoints" / f"agent_{iterations * rollouts}{'.pickle' if framework == 'jax' else '.pt'}"
 
 
 def assert_same_state(loaded, saved, where: str = "") -> None:
@@ -316,6 +343,7 @@ def train_then_resume(library: str, framework: str, out: Path) -> None:
 
     first = train("first", 3)
     resumed = train("resumed", 2, resume=first.checkpoint)
+    train("straight", 4)  # uninterrupted, same seed, to the resumed run's first iteration
     with open(out / "resume.pkl", "wb") as file:
         pickle.dump(
             {"checkpoint": first.checkpoint, "resumed_param_digest": resumed.resumed_param_digest, "loaded": loaded},
@@ -323,19 +351,26 @@ def train_then_resume(library: str, framework: str, out: Path) -> None:
         )
 
 
+@pytest.fixture(scope="module", params=PATHS, ids=[f"{library}-{framework}" for library, framework in PATHS])
+def resumed_run(request, tmp_path_factory) -> tuple[str, str, Path, dict]:
+    """:func:`train_then_resume` of one library path: its library, framework, folder and results."""
+    library, framework = request.param
+    out = tmp_path_factory.mktemp(f"resume-{library}-{framework}")
+    code = (
+        f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import test_resume; "
+        f"test_resume.train_then_resume({library!r}, {framework!r}, test_resume.Path({str(out)!r}))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=ENV)
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(out / "resume.pkl", "rb") as file:
+        return library, framework, out, pickle.load(file)
+
+
 class TestResumeRestoresTrainingState:
-    @pytest.mark.parametrize(("library", "framework"), PATHS)
-    def test_loaded_state_equals_the_checkpoint(self, tmp_path, library, framework):
+    def test_loaded_state_equals_the_checkpoint(self, resumed_run):
         """Right after the load, the policy, the optimizer's moments and step count, the learning rate the adaptive
         schedule had reached and the normalizers' statistics equal the checkpoint's; skrl's timestep count goes on."""
-        code = (
-            f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import test_resume; "
-            f"test_resume.train_then_resume({library!r}, {framework!r}, test_resume.Path({str(tmp_path)!r}))"
-        )
-        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=ENV)
-        assert result.returncode == 0, result.stderr[-3000:]
-        with open(tmp_path / "resume.pkl", "rb") as file:
-            run = pickle.load(file)
+        library, framework, tmp_path, run = resumed_run
         saved = checkpoint_state(library, framework, run["checkpoint"])
         loaded = run["loaded"]
 
@@ -352,6 +387,28 @@ class TestResumeRestoresTrainingState:
             rollouts = resume_agent_cfg(library)["agent"]["rollouts"]
             names = sorted(path.name for path in (tmp_path / "resumed" / "checkpoints").iterdir())
             assert names == [f"agent_{iterations * rollouts}{Path(run['checkpoint']).suffix}" for iterations in (4, 5)]
+
+    def test_first_update_after_the_resume_continues_the_run(self, resumed_run):
+        """After the first update following the resume, the run is where an uninterrupted run of the same seed is
+        after as many updates: the same optimizer step count, learning rate and iteration counter. The rollouts differ
+        (the envs restart), so the moments are checked by Adam's own rule: after k more steps each second moment is at
+        least beta2**k times the checkpoint's, which a fresh optimizer would not carry."""
+        library, framework, out, run = resumed_run
+        before = checkpoint_state(library, framework, run["checkpoint"])
+        after = checkpoint_state(library, framework, checkpoint_after(library, framework, out / "resumed", 4))
+        straight = checkpoint_state(library, framework, checkpoint_after(library, framework, out / "straight", 4))
+        assert after["adam_steps"] == straight["adam_steps"] > before["adam_steps"]
+        assert after["learning_rate"] == straight["learning_rate"] < before["learning_rate"]
+        assert after["iteration"] == straight["iteration"]
+        decay = 0.999 ** (after["adam_steps"] - before["adam_steps"])  # beta2: torch's and optax's default, kept
+        for index, (carried, now) in enumerate(
+            zip(
+                second_moments(framework, before["optimizer"]),
+                second_moments(framework, after["optimizer"]),
+                strict=True,
+            )
+        ):
+            assert np.all(now >= decay * carried * (1 - 1e-6)), f"parameter {index}: moments restarted"
 
 
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))

@@ -22,8 +22,9 @@ from rlscale.study.summary import markdown_table, write_study_outputs
 
 CSV_COLUMNS = [
     "task", "rl_library", "ml_framework", "num_envs_per_rank", "world_size", "n_runs", "global_fps_median",
-    "global_fps_iqr", "per_rank_fps_median", "speedup", "speedup_low", "speedup_high", "efficiency", "efficiency_low",
-    "efficiency_high", "peer_ratio_median", "peer_ratio_low", "peer_ratio_high", "schema_version",
+    "global_fps_iqr", "per_rank_fps_median", "speedup", "speedup_low", "speedup_high", "speedup_coverage",
+    "efficiency", "efficiency_low", "efficiency_high", "peer_ratio_median", "peer_ratio_low", "peer_ratio_high",
+    "peer_ratio_coverage", "schema_version",
 ]  # fmt: skip
 """The columns of ``scaling.csv``, in order: the file's contract with its readers, spelled out here."""
 
@@ -176,16 +177,11 @@ class TestEfficiency:
         assert table["efficiency"].tolist() == pytest.approx([1.0, 2050 / (2 * 1100), 3300 / (4 * 1100)])
         assert table["per_rank_fps_median"].tolist() == pytest.approx([1100.0, 1025.0, 825.0])
 
-    def test_intervals_worked_out_by_hand(self):
-        """The bootstrap 95 % intervals of the table above, from the resampling distributions enumerated by hand.
-
-        Resampled with replacement, the two 2-rank seeds (2000, 2100) give a median of 2000 with probability 1/4; the
-        three 1-rank seeds (1000, 1100, 1200) give 1200 with probability 7/27 (two or three draws of 1200). So the
-        lowest speedup, 2000 / 1200, has probability 1/4 × 7/27 ≈ 6.5 %, more than the 2.5 % tail: it is the low
-        bound, and 2100 / 1000 the high one by symmetry. The single 4-rank run (3300) divides by the same 1-rank
-        extremes. Rank 1 is its own baseline: exactly 1. Were the seeds paired rather than resampled independently,
-        the bounds would differ.
-        """
+    def test_intervals_of_too_few_seeds_are_ranges_with_their_coverage(self):
+        """Three and two seeds have no 97.5 % order-statistic interval, so each cell's median gets its range: 1-rank
+        1000–1200 (coverage 1 - 2 / 8 = 0.75), 2-rank 2000–2100 (1 - 2 / 4 = 0.5), and the speedup 2000 / 1200 to
+        2100 / 1000 with coverage 0.75 × 0.5. The single 4-rank run covers nothing (0). Rank 1 is its own baseline:
+        exactly 1."""
         bundles = [
             *(make_bundle(fps, 1, seed=seed) for seed, fps in enumerate((1000.0, 1200.0, 1100.0))),
             *(make_bundle(fps, 2, seed=seed) for seed, fps in enumerate((2000.0, 2100.0))),
@@ -196,7 +192,21 @@ class TestEfficiency:
         assert table["speedup_high"].tolist() == pytest.approx([1.0, 2100 / 1000, 3300 / 1000])
         assert table["efficiency_low"].tolist() == pytest.approx([1.0, 2000 / 1200 / 2, 3300 / 1200 / 4])
         assert table["efficiency_high"].tolist() == pytest.approx([1.0, 2100 / 1000 / 2, 3300 / 1000 / 4])
-        pd.testing.assert_frame_equal(table, scaling_table(frame_of(bundles)))  # Seeded: regenerates identically.
+        assert table["speedup_coverage"].tolist() == pytest.approx([1.0, 0.375, 0.0])
+
+    def test_interval_of_enough_seeds_by_hand(self):
+        """Ten seeds a side: each median's interval at sqrt(0.95) is [x(2), x(9)] (1 - 2 × 11 / 1024 = 0.9785; the
+        next, [x(3), x(8)], only 0.8906), and the speedup's bounds divide them crosswise, covering 0.9785²."""
+        single = [1000.0 + 10 * seed for seed in range(10)]  # x(2) = 1010, x(9) = 1080, median 1045
+        double = [2000.0 + 20 * seed for seed in range(10)]  # x(2) = 2020, x(9) = 2160, median 2090
+        bundles = [
+            *(make_bundle(fps, 1, seed=seed) for seed, fps in enumerate(single)),
+            *(make_bundle(fps, 2, seed=seed) for seed, fps in enumerate(double)),
+        ]
+        row = scaling_table(frame_of(bundles)).iloc[1]
+        expected = [2090 / 1045, 2020 / 1080, 2160 / 1010, (1 - 22 / 1024) ** 2]
+        assert row[["speedup", "speedup_low", "speedup_high", "speedup_coverage"]].tolist() == pytest.approx(expected)
+        assert row[["efficiency_low", "efficiency_high"]].tolist() == pytest.approx([2020 / 1080 / 2, 2160 / 1010 / 2])
 
     def test_baseline_is_per_env_count_and_library(self):
         """Each world size divides by the single rank of its own per-rank env count and library, never another's."""
@@ -241,8 +251,9 @@ class TestEfficiency:
         ]
         table = scaling_table(frame_of(bundles))
         assert table["peer_ratio_median"].iloc[0] == pytest.approx(1.05)
-        # Resampled medians of three ratios hit the smallest (0.9) or the largest (1.2) with probability 7/27 each.
-        assert (table["peer_ratio_low"].iloc[0], table["peer_ratio_high"].iloc[0]) == pytest.approx((0.9, 1.2))
+        # Three ratios have no 95 % interval: their range, covering 1 - 2 / 8.
+        bounds = table.loc[0, ["peer_ratio_low", "peer_ratio_high", "peer_ratio_coverage"]].tolist()
+        assert bounds == pytest.approx([0.9, 1.2, 0.75])
         assert table.loc[1, ["peer_ratio_median", "peer_ratio_low", "peer_ratio_high"]].isna().all()
 
     def test_no_single_rank_row_gives_nan(self):
@@ -353,8 +364,9 @@ class TestStudyOutputs:
         summary = out["summary.md"].read_text()
         assert "| Isaac-Cartpole-Direct | rsl_rl | 64 | 2 | 2 | 1,250 |" in summary
         assert "| 1 [1–1] |" in summary  # The 1-rank row: its speedup, quoted as median [low–high].
-        # Efficiency at 2 ranks: 1250 / 2000, its resampled medians spanning 900 / 2000 to 1600 / 2000.
-        assert "| 0.625 [0.45–0.8] |" in summary
+        # Efficiency at 2 ranks: 1250 / 2000, between the ranges' 900 / 1000 / 2 and 1600 / 1000 / 2; one 1-rank seed
+        # and two 2-rank seeds cover the medians with 0 × 0.5, which the summary says.
+        assert "| 0.625 [0.45–0.8] (0.0%) |" in summary
         assert "runtime" in summary and "rank0" in summary
         assert "Why: device: auto chose cpu with the cpu_fallback sizes: no GPU visible (NVML)." in summary
 
@@ -420,7 +432,7 @@ class TestPlots:
         assert sorted(lines) == ["rsl_rl", "skrl"]
         assert lines["rsl_rl"].lines[0].get_ydata().tolist() == pytest.approx([1.0, 1800 / (2 * 1100)])
         assert lines["skrl"].lines[0].get_ydata().tolist() == pytest.approx([1.0, 900 / (2 * 500)])
-        # The bars span the bootstrap interval: the 1-rank seeds 1000 and 1200 bound the 2-rank run's efficiency.
+        # The bars span the interval: the range of the 1-rank seeds, 1000 to 1200, bounds the 2-rank run's.
         rank2_bar = lines["rsl_rl"].lines[2][0].get_segments()[1]
         assert rank2_bar.ravel().tolist() == pytest.approx([2, 1800 / 1200 / 2, 2, 1800 / 1000 / 2])
         ideal = [line for line in axis.get_lines() if line.get_label() == "ideal"]

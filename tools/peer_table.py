@@ -1,8 +1,9 @@
 """rlscale ÷ peer table of training bundles made with ``benchmark training[_multigpu] --peer`` (issue 6).
 
 Every bundle holds both measurements of one run: rlscale's and the hand-written torchrun + library script's, each
-the median of its per-iteration total FPS. Per cell: the median ratio with a 95 % bootstrap interval over its runs
-(``rlscale.benchmark.stats.median_interval``), and the extremes. Bundles without a peer are skipped and counted.
+the median of its per-iteration total FPS. Per cell: the median ratio with its exact order-statistic interval over
+its runs and that interval's coverage (``rlscale.benchmark.stats.median_interval``: the range, with less than 95 %,
+for fewer than 6 runs), and the extremes. Bundles without a peer are skipped and counted.
 
 Usage: python tools/peer_table.py BUNDLE_OR_DIR... > table.md
 """
@@ -44,8 +45,9 @@ def main(arguments: list[str]) -> None:
         rlscale_fps_median=("rlscale_fps", "median"),
         peer_fps_median=("peer_fps", "median"),
         ratio_median=("peer_ratio", "median"),
-        ratio_ci_low=("peer_ratio", lambda ratios: median_interval(list(ratios))[1]),
-        ratio_ci_high=("peer_ratio", lambda ratios: median_interval(list(ratios))[2]),
+        ratio_ci_low=("peer_ratio", lambda ratios: median_interval(list(ratios)).low),
+        ratio_ci_high=("peer_ratio", lambda ratios: median_interval(list(ratios)).high),
+        ratio_ci_coverage=("peer_ratio", lambda ratios: median_interval(list(ratios)).coverage),
         ratio_min=("peer_ratio", "min"),
         ratio_max=("peer_ratio", "max"),
     )

@@ -5,6 +5,9 @@ written exactly as its document quotes it; ``tests/test_quoted_figures.py`` chec
 its quotes, so that a figure and its source cannot drift apart. Change a figure here, by changing the data or the
 computation, and the test names the sentence to update.
 
+The parity figures come from ``tools/quoted_parity.py``, docs/performance.md's round two from
+``tools/quoted_round_two.py``.
+
 Usage: python tools/quoted_figures.py   (prints each document, what the figure is, and the quoted text)
 """
 
@@ -16,12 +19,14 @@ import statistics
 import sys
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from rlscale.benchmark.stats import median_interval
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/ is no package: its sibling modules
+from quoted_common import LIBRARY_ROWS, PERFORMANCE, Quote, span, with_interval  # noqa: E402
+from quoted_parity import parity_quotes  # noqa: E402
+from quoted_round_two import round_two_quotes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 H200 = Path("results/h200x2")
@@ -30,13 +35,10 @@ PEER_BUNDLES = (H200 / "peer" / "bundles", H200 / "benchmark" / "training")
 """Every committed bundle with a peer: the 2-GPU and five 1-GPU peer runs, and the study's 1-GPU training runs."""
 TRAINING_BUNDLES = (H200 / "benchmark" / "training", H200 / "peer" / "bundles")
 """The Cartpole training benchmarks at both world sizes, with and without a peer (same workload and machine)."""
-PERFORMANCE = "docs/performance.md"
 LIKE_FOR_LIKE_BUNDLES = H200 / "peer_like_for_like" / "bundles"
 """rlscale beside its peer on the same graphed env step, 4096 envs, 5 interleaved repeats (issue 17)."""
 GRAPH_GAIN_BUNDLES = H200 / "graph_gain" / "bundles"
 """``<library>/{graph,eager}/repeatN.json``: rlscale's training benchmark with and without ``--no_cuda_graph``."""
-LIBRARY_ROWS = (("rsl_rl", "rsl_rl"), ("rl_games", "rl_games"), ("skrl", "skrl (torch)"))
-"""Library, and its name in the README's table, in the order of the docs' tables."""
 VALIDATION_LOGS = {
     ("rsl_rl", 1): "1gpu_rsl_rl_torch.log",
     ("rl_games", 1): "1gpu_rl_games_torch.log",
@@ -55,26 +57,11 @@ ANT_RSL_RL_WINDOWS = ((0, 9), (50, 99), (250, 299), (550, 606))
 ANT_LAST_POINTS = 10
 
 
-@dataclass(frozen=True)
-class Quote:
-    document: str
-    """Path from the repository root."""
-    what: str
-    text: str
-    """As the document has it, but for line breaks and runs of spaces."""
-
-
 def rate(value: float) -> str:
     """Env-steps/s as the docs write them: ``433 k``, ``7.47 M``, ``11.4 M`` (three significant digits from 1 M)."""
     if value >= 1e6:
         return f"{value / 1e6:.3g} M"
     return f"{value / 1e3:.0f} k"
-
-
-def span(values: Iterable[float], digits: int = 2) -> str:
-    """``low–high``, or one value when both round alike."""
-    low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
-    return low if low == high else f"{low}–{high}"
 
 
 def spaced(number: int) -> str:
@@ -273,12 +260,6 @@ def graph_gain_quotes(root: Path) -> list[Quote]:
     return quotes
 
 
-def with_interval(values: Iterable[float]) -> str:
-    """``median [low–high]``: the median and its 95 % bootstrap interval."""
-    median, low, high = median_interval(list(values))
-    return f"{median:.2f} [{low:.2f}–{high:.2f}]"
-
-
 def like_for_like_quotes(root: Path) -> list[Quote]:
     """docs/performance.md's like-for-like peer table: per library and world size, the ratio with its interval and
     the medians of rlscale's and the peer's median per-iteration rates."""
@@ -330,80 +311,6 @@ def measured_graph_gain_quotes(root: Path) -> list[Quote]:
     return quotes
 
 
-ROUND_TWO = Path("results/benchmarks/h200")
-LEVER_COMPARISONS = (
-    ("rsl_rl", "levers_first_look/rsl_rl_levers"),
-    ("rsl_rl", "round2/rsl_rl_nan_check"),
-    ("rl_games", "round2/rl_games_levers"),
-    ("skrl", "levers_first_look/skrl_levers"),
-    ("rsl_rl", "round2/rsl_rl_placement_1gpu"),
-    ("rsl_rl", "round2/rsl_rl_levers_65536"),
-)
-"""Library and folder (under :data:`ROUND_TWO`) of each interleaved comparison in docs/performance.md's round two."""
-STARTUP_PHASES = ("python_imports", "task_config", "env_creation", "first_step", "first_iteration")
-
-
-def kilo_interval(figure: dict) -> str:
-    """A comparison's throughput figure as ``median [low–high]`` in k env-steps/s."""
-    return f"{figure['median'] / 1e3:.0f} [{figure['low'] / 1e3:.0f}–{figure['high'] / 1e3:.0f}]"
-
-
-def verdict(ratio: dict) -> str:
-    if ratio["high"] < 1:
-        return "slower"
-    return "faster" if ratio["low"] > 1 else "inconclusive"
-
-
-def round_two_quotes(root: Path) -> list[Quote]:
-    """docs/performance.md's round two: each variant against its comparison's baseline (``comparison.json``), the
-    startup phases of the warm repeats, the per-process GPU memory and rsl_rl's share of its own ceiling."""
-    quotes = []
-    for library, folder in LEVER_COMPARISONS:
-        comparison = json.loads((root / ROUND_TWO / folder / "comparison.json").read_text())
-        baseline = next(variant for variant in comparison["variants"] if variant["name"] == comparison["baseline"])
-        for variant in comparison["variants"]:
-            if variant is baseline:
-                continue
-            ratio = variant["ratio"]
-            text = (
-                f"| {library} | `{variant['command']}` | {kilo_interval(baseline['throughput'])} | "
-                f"{kilo_interval(variant['throughput'])} | {ratio['median']:.3f} [{ratio['low']:.3f}–"
-                f"{ratio['high']:.3f}] | {verdict(ratio)} |"
-            )
-            quotes.append(Quote(PERFORMANCE, f"round two, {folder}: {variant['name']}", text))
-    process_memory = []
-    for library, _ in LIBRARY_ROWS:
-        startups = [
-            json.loads((root / ROUND_TWO / "round2" / "startup" / library / f"repeat{repeat}.json").read_text())
-            for repeat in range(1, 6)
-        ]
-        phases = [[bundle["runtime"]["startup_time_s"][phase] for bundle in startups] for phase in STARTUP_PHASES]
-        totals = [sum(values) for values in zip(*phases, strict=True)]
-        text = f"| {library} | {' | '.join(with_interval(values) for values in [*phases, totals])} |"
-        quotes.append(Quote(PERFORMANCE, f"round two, warm startup of {library}", text))
-        process_memory += [bundle["resources"]["gpu_process_mem_gb"]["peak"] for bundle in startups]
-    for _, folder in LEVER_COMPARISONS:
-        for path in sorted((root / ROUND_TWO / folder).glob("*/repeat*.json")):
-            bundle = json.loads(path.read_text())
-            if bundle["extra"]["num_envs_per_rank"] == 4096:
-                process_memory.append(bundle["resources"]["gpu_process_mem_gb"]["peak"])
-    text = f"{span(process_memory)} GB per process at 4096 envs ({len(process_memory)} runs"
-    quotes.append(Quote(PERFORMANCE, "round two, per-process GPU memory", text))
-    default_runs = [
-        json.loads(path.read_text())["runtime"]
-        for path in sorted((root / ROUND_TWO / "round2" / "rsl_rl_nan_check" / "nan_check").glob("repeat*.json"))
-    ]
-    ceilings = [run["steps_per_iteration"] / run["learning_time_s"]["mean"] for run in default_runs]
-    shares = [run["total_fps"]["mean"] / ceiling for run, ceiling in zip(default_runs, ceilings, strict=True)]
-    median, low, high = median_interval(ceilings)
-    text = (
-        f"ceiling {median / 1e3:.0f} k [{low / 1e3:.0f}–{high / 1e3:.0f}] env-steps/s; rlscale reaches "
-        f"{with_interval(shares)} of it"
-    )
-    quotes.append(Quote(PERFORMANCE, "round two, rsl_rl against its ceiling", text))
-    return quotes
-
-
 def all_quotes(root: Path = ROOT) -> list[Quote]:
     return [
         *memory_quotes(root),
@@ -415,6 +322,7 @@ def all_quotes(root: Path = ROOT) -> list[Quote]:
         *like_for_like_quotes(root),
         *measured_graph_gain_quotes(root),
         *round_two_quotes(root),
+        *parity_quotes(root),
     ]
 
 

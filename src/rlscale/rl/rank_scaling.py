@@ -80,5 +80,13 @@ class RunningMomentsSync:
 
 
 def moments_syncs(modules: Iterable[torch.nn.Module], kind: type, mean: str, var: str, count: str):
-    """A :class:`RunningMomentsSync` for each of ``modules`` that is a ``kind`` normalizer."""
-    return [RunningMomentsSync(module, mean, var, count) for module in modules if isinstance(module, kind)]
+    """A :class:`RunningMomentsSync` for each of ``modules`` that is a ``kind`` normalizer, scripted or not.
+
+    ``torch.jit.script`` turns a module into a copy of another class that keeps the original's only by name (rl_games
+    1.6.5 scripts its ``RunningMeanStd``), so a scripted module is matched by ``original_name``.
+    """
+    return [
+        RunningMomentsSync(module, mean, var, count)
+        for module in modules
+        if isinstance(module, kind) or getattr(module, "original_name", None) == kind.__name__
+    ]

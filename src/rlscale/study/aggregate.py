@@ -7,8 +7,10 @@ same schema version and the same measurement scopes are compared. Anything else 
 
 ``efficiency = median global FPS / (world_size × median global FPS of the world-size-1 row)`` of the same task,
 library and per-rank env count, where a bundle's global FPS is ``runtime.total_fps.mean``. Every speedup, efficiency
-and peer ratio comes with a percentile-bootstrap 95 % interval (``*_low``, ``*_high``): the lent GPUs vary by about
-15 % from run to run, so one number would overstate what a handful of seeds show.
+and peer ratio comes with a distribution-free interval (``*_low``, ``*_high``) and its exact coverage
+(``*_coverage``; :mod:`rlscale.benchmark.stats`): the lent GPUs vary by about 15 % from run to run, so one number would
+overstate what a handful of seeds show. Where the seeds are too few for 95 %, the interval is their range and the
+coverage says how much less it holds.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rlscale.benchmark.stats import median_interval, ratio_of_medians_interval
+from rlscale.benchmark.stats import MedianInterval, median_interval, ratio_of_medians_interval
 
 CELL = ["task", "rl_library", "ml_framework", "num_envs_per_rank", "world_size"]
 """Columns that identify a row of the scaling table."""
@@ -37,12 +39,14 @@ SCALING_COLUMNS = [
     "speedup",
     "speedup_low",
     "speedup_high",
+    "speedup_coverage",
     "efficiency",
     "efficiency_low",
     "efficiency_high",
     "peer_ratio_median",
     "peer_ratio_low",
     "peer_ratio_high",
+    "peer_ratio_coverage",
     "schema_version",
 ]
 """Columns of ``scaling.csv``, in order."""
@@ -178,9 +182,9 @@ def scaling_table(frame: pd.DataFrame) -> pd.DataFrame:
     ``speedup`` is the median global FPS over the single-rank median; ``efficiency`` is ``speedup / world_size``.
     Both are NaN where the study has no world-size-1 row for that task, library and per-rank env count.
     ``peer_ratio_median`` is the median over runs of each run's rlscale ÷ peer throughput (``benchmark --peer``).
-    Each has a bootstrap 95 % interval, ``*_low`` to ``*_high``: for the speedup and the efficiency from resampling
-    the row's and the single-rank row's seeds independently (:func:`_speedup_intervals`), for the peer ratio from
-    resampling the row's runs (each ratio is paired within its run).
+    Each has an interval, ``*_low`` to ``*_high``, with its exact coverage: for the speedup and the efficiency the
+    ratio of the row's and the single-rank row's order-statistic intervals (:func:`_speedup_intervals`), for the peer
+    ratio the order-statistic interval of the row's runs (each ratio is paired within its run).
     """
     check_compatible(frame)
     grouped = frame.groupby(CELL, dropna=False)["global_fps"]
@@ -193,34 +197,35 @@ def scaling_table(frame: pd.DataFrame) -> pd.DataFrame:
     table = table.join(single, on=BASELINE)
     table["speedup"] = table["global_fps_median"] / table["single_rank_fps"]
     table["efficiency"] = table["speedup"] / table["world_size"]
-    table[["speedup_low", "speedup_high"]] = _speedup_intervals(frame, table)
+    table[["speedup_low", "speedup_high", "speedup_coverage"]] = _speedup_intervals(frame, table)
     table["efficiency_low"] = table["speedup_low"] / table["world_size"]
     table["efficiency_high"] = table["speedup_high"] / table["world_size"]
     peer = frame.groupby(CELL, dropna=False)["peer_ratio"].apply(lambda ratios: _bounds(median_interval(ratios)))
-    table[["peer_ratio_low", "peer_ratio_high"]] = peer.tolist()
+    table[["peer_ratio_low", "peer_ratio_high", "peer_ratio_coverage"]] = peer.tolist()
     return table.sort_values(CELL, ignore_index=True)[SCALING_COLUMNS]
 
 
-def _bounds(interval: tuple[float, float, float] | None) -> tuple[float, float]:
-    """The ``(low, high)`` of a ``(statistic, low, high)`` interval; NaN for none."""
-    return (math.nan, math.nan) if interval is None else interval[1:]
+def _bounds(interval: MedianInterval | None) -> tuple[float, float, float]:
+    """An interval's ``(low, high, coverage)``; NaN for none."""
+    return (math.nan,) * 3 if interval is None else (interval.low, interval.high, interval.coverage)
 
 
-def _speedup_intervals(frame: pd.DataFrame, table: pd.DataFrame) -> list[tuple[float, float]]:
-    """Bootstrap 95 % interval of each row's speedup, one ``(low, high)`` per row of ``table``.
+def _speedup_intervals(frame: pd.DataFrame, table: pd.DataFrame) -> list[tuple[float, float, float]]:
+    """Interval of each row's speedup, one ``(low, high, coverage)`` per row of ``table``.
 
-    The N-rank runs and the 1-rank runs are separate jobs with no pairing between them, so the seeds of each cell are
-    resampled independently (:func:`rlscale.benchmark.stats.ratio_of_medians_interval`). The 1-rank row is its own
-    baseline: its speedup is 1 by definition, with no interval to speak of. NaN without a 1-rank row.
+    The N-rank runs and the 1-rank runs are separate jobs with no pairing between them, so each cell's median gets
+    its own interval and the ratio bounds them (:func:`rlscale.benchmark.stats.ratio_of_medians_interval`). The
+    1-rank row is its own baseline: its speedup is 1 by definition, with no interval to speak of. NaN without a
+    1-rank row.
     """
     fps = {key: group.tolist() for key, group in frame.groupby(CELL, dropna=False)["global_fps"]}
     bounds = []
     for row in table[CELL].itertuples(index=False, name=None):
         single = fps.get((*row[:-1], 1))
         if single is None:
-            bounds.append((math.nan, math.nan))
+            bounds.append((math.nan,) * 3)
         elif row[-1] == 1:
-            bounds.append((1.0, 1.0))
+            bounds.append((1.0, 1.0, 1.0))
         else:
             bounds.append(_bounds(ratio_of_medians_interval(fps[row], single)))
     return bounds

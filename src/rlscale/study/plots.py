@@ -46,7 +46,7 @@ def _gpu_axis(axis, world_sizes: list[int], device_label: str) -> None:
 
 
 def scaling_figures(table: pd.DataFrame, device_label: str = "GPUs") -> dict[str, Figure]:
-    """Global throughput (median, IQR bars) and weak-scaling efficiency (median, bootstrap 95 % interval bars) against
+    """Global throughput (median, IQR bars) and weak-scaling efficiency (median, order-statistic interval bars) against
     world size, keyed ``throughput`` and ``efficiency``.
 
     One panel per task and per-rank env count, one line per library.
@@ -70,7 +70,7 @@ def scaling_figures(table: pd.DataFrame, device_label: str = "GPUs") -> dict[str
                         line["world_size"], line[column], yerr=line["global_fps_iqr"] / 2, marker="o", capsize=3,
                         label=label,
                     )  # fmt: skip
-                else:  # Bars: the bootstrap 95 % interval (NaN where the interval is unknown draws none).
+                else:  # Bars: the interval (aggregate.py) (NaN where the interval is unknown draws none).
                     below = line[column] - line["efficiency_low"]
                     above = line["efficiency_high"] - line[column]
                     axis.errorbar(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rlscale.benchmark.stats import CONFIDENCE
 from rlscale.benchmark.workflows import PHASES as STARTUP_PHASES
 from rlscale.study.aggregate import (
     bundle_record,
@@ -32,11 +33,13 @@ def _format(value: object) -> str:
     return str(value)
 
 
-def _with_interval(value: float, low: float, high: float) -> str:
-    """``median [low–high]`` (the bootstrap 95 % interval), or the bare median where the interval is unknown."""
+def _with_interval(value: float, low: float, high: float, coverage: float) -> str:
+    """``median [low–high]``, with the coverage where it falls short of 95 % (the range of too few seeds), or the
+    bare median where the interval is unknown."""
     if math.isnan(low) or math.isnan(high) or math.isnan(value):
         return _format(value)
-    return f"{_format(value)} [{_format(low)}–{_format(high)}]"
+    short = f" ({coverage:.1%})" if coverage < CONFIDENCE else ""
+    return f"{_format(value)} [{_format(low)}–{_format(high)}]{short}"
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
@@ -153,9 +156,10 @@ def summary_markdown(
     shown.insert(1, "library", labels)
     shown = shown.drop(columns=["rl_library", "ml_framework"])
     for column, interval in (("speedup", "speedup"), ("efficiency", "efficiency"), ("peer_ratio_median", "peer_ratio")):
-        bounds = [f"{interval}_low", f"{interval}_high"]
+        coverage = "speedup_coverage" if interval == "efficiency" else f"{interval}_coverage"
+        bounds = [f"{interval}_low", f"{interval}_high", coverage]
         shown[column] = [_with_interval(*values) for values in shown[[column, *bounds]].itertuples(index=False)]
-        shown = shown.drop(columns=bounds)
+    shown = shown.drop(columns=[column for column in shown if column.endswith(("_low", "_high", "_coverage"))])
     levels = sorted({evidence_level(int(n)) for n in table["n_runs"]}) if len(table) else []
     lines = [
         f"# Scaling study `{study}`",
@@ -168,8 +172,10 @@ def summary_markdown(
         "Global FPS is `runtime.total_fps.mean` of each `training_multigpu` bundle (all ranks). Efficiency is the",
         "median global FPS over `world_size ×` the median global FPS of world size 1 at the **same per-rank env",
         "count**, task and library. IQR is the interquartile range over the runs (seeds) of a row. Speedup,",
-        "efficiency and peer ratio read median [low–high]: a percentile-bootstrap 95 % interval, resampling the",
-        "row's seeds and the single rank's seeds independently (they ran as separate jobs, not interleaved pairs).",
+        "efficiency and peer ratio read median [low–high]: a distribution-free interval of at least 95 % coverage",
+        "(order statistics; for speedup and efficiency the ratio of the row's and the single rank's intervals,",
+        "each at √0.95 ≈ 97.5 %, as they ran as separate jobs), or, with its coverage in brackets, the range of too",
+        "few seeds.",
         "A peer ratio whose interval includes 1 does not tell rlscale and the peer apart.",
         "peer_ratio_median is the median over runs of rlscale ÷ the hand-written torchrun + library baseline,",
         "each measured side by side in the same run (`benchmark --peer`; – where the study ran no peer).",

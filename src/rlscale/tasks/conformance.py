@@ -154,6 +154,7 @@ class _ContractCheck:
     def __init__(self, report: Report, task: VecTask, device: torch.device) -> None:
         self.report, self.task, self.device, self.n = report, task, device, report.num_envs
         self.log_keys: set[str] | None = None
+        self.reported: set[str] = set()
 
     def run(self, actions: list[torch.Tensor]) -> Record:
         """Reset, then step every action; returns the first :data:`DETERMINISM_STEPS` outputs for comparisons."""
@@ -214,9 +215,9 @@ class _ContractCheck:
         if not all(flags):
             return False
         if bool((terminated & truncated).any()):
-            self.report.fail("step", f"terminated and truncated are both set for one env (first at step {step})")
+            self._fail_once("step", f"terminated and truncated are both set for one env (first at step {step})")
         if not bool(torch.isfinite(reward).all()):
-            self.report.fail("step", f"reward is not finite (first at step {step})")
+            self._fail_once("step", f"reward is not finite (first at step {step})")
         if not self._check_type("step", "extras", extras, dict):
             return True
         for name, dtype in (("episode_return", torch.float32), ("episode_length", torch.long)):
@@ -246,7 +247,14 @@ class _ContractCheck:
         length = extras.get("episode_length") if isinstance(extras, dict) else None
         comparable = isinstance(length, torch.Tensor) and length.shape == done.shape  # else _check_step reports it
         if comparable and not torch.equal(length[done].long(), steps_taken[done]):
-            fail("auto-reset", f"extras['episode_length'] of a finished env is not its steps (step {step})")
+            self._fail_once("auto-reset", f"extras['episode_length'] of a finished env is not its steps (step {step})")
+
+    def _fail_once(self, check: str, detail: str) -> None:
+        """Report a breach whose line names its step at the first step only."""
+        kind = f"{check}: {detail.partition('(')[0]}"
+        if kind not in self.reported:
+            self.reported.add(kind)
+            self.report.fail(check, detail)
 
     def _check_observations(self, where: str, observations) -> None:
         if not self._check_type(where, "observations", observations, dict):
