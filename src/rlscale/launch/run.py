@@ -33,12 +33,15 @@ from rlscale.launch.command import (
     TRAIN_MULTIGPU,
     LauncherCfg,
     build_launch_command,
+    build_parser,
     forwarded_value,
     parse_launcher_args,
     uses_skrl_jax,
 )
+from rlscale.launch.gpus import visible_gpu_count
 from rlscale.launch.hang_watch import HangWatch
 from rlscale.launch.placement import describe_placement, plan_node
+from rlscale.launch.torch_gpus import TorchGpuProbe, gpu_rank_shortfall, probe_torch_gpus
 from rlscale.run.spec import RUN_SPEC_ENV, JobShape, write_spec
 
 if TYPE_CHECKING:
@@ -138,6 +141,12 @@ def job_shape(args: Namespace) -> JobShape:
     return JobShape(nodes * per_node if nodes and per_node else None, nodes)
 
 
+def ranks_on_cpu(forwarded: Sequence[str]) -> bool:
+    """Whether the ranks are CPU processes: the launcher forwards ``--device cpu`` to every CPU rank
+    (:func:`rlscale.launch.command.parse_launcher_args`); any other rank is a GPU rank."""
+    return (forwarded_value(forwarded, "--device") or "cuda").partition(":")[0] == "cpu"
+
+
 def plan_placement(
     args: Namespace, forwarded: Sequence[str], cfg: LauncherCfg, environ: Mapping[str, str]
 ) -> NodePlacement | None:
@@ -145,19 +154,28 @@ def plan_placement(
     places none, or while torchrun is left to count the ranks (a dry run on a host without GPUs)."""
     if not cfg.places_ranks or not isinstance(args.nproc_per_node, int):
         return None
-    device = forwarded_value(forwarded, "--device") or "cuda"
-    return plan_node(args.cpu_binding, args.nproc_per_node, device.partition(":")[0] == "cpu", environ)
+    return plan_node(args.cpu_binding, args.nproc_per_node, ranks_on_cpu(forwarded), environ)
 
 
 def resolve_launch(
-    argv: Sequence[str], cfg: LauncherCfg, environ: Mapping[str, str], check_ranks: RankCheck | None = None
+    argv: Sequence[str],
+    cfg: LauncherCfg,
+    environ: Mapping[str, str],
+    check_ranks: RankCheck | None = None,
+    torch_gpus: TorchGpuProbe = probe_torch_gpus,
 ) -> Launch:
     """Parse the launcher's options, check and resolve the ranks' (``check_ranks``) and build the command.
 
     ``check_ranks`` runs here, so that a bad argument is one line and exit code 2 before any process starts, not the
-    same error from every rank under torchrun's failure report.
+    same error from every rank under torchrun's failure report. Before it, a launch of GPU ranks asks torch
+    (``torch_gpus``) whether it can run them: GPU ranks never fall back to the CPU. A ``--dry_run`` skips that, as it
+    skips every check that needs torch.
     """
     args, forwarded = parse_launcher_args(argv, cfg, environ)
+    if not args.dry_run and not ranks_on_cpu(forwarded):
+        shortfall = gpu_rank_shortfall(args.nproc_per_node, visible_gpu_count(environ)[1], torch_gpus())
+        if shortfall is not None:
+            build_parser(cfg).error(shortfall)
     spec = check_ranks(args, forwarded) if check_ranks is not None else None
     command = build_launch_command(args, forwarded, cfg, environ)
     return Launch(args, forwarded, command, spec, plan_placement(args, forwarded, cfg, environ))
@@ -169,6 +187,7 @@ def run_launcher(
     environ: Mapping[str, str] | None = None,
     *,
     check_ranks: RankCheck | None = None,
+    torch_gpus: TorchGpuProbe = probe_torch_gpus,
 ) -> int:
     """Resolve a launch (:func:`resolve_launch`) and start it (:func:`start_launch`).
 
@@ -177,9 +196,10 @@ def run_launcher(
         cfg: Launcher configuration.
         environ: Environment of the launch; default ``os.environ``.
         check_ranks: Checks and resolves the ranks' arguments.
+        torch_gpus: Tells what CUDA devices torch offers GPU ranks.
     """
     environ = os.environ if environ is None else environ
-    return start_launch(resolve_launch(argv, cfg, environ, check_ranks), environ)
+    return start_launch(resolve_launch(argv, cfg, environ, check_ranks, torch_gpus), environ)
 
 
 def start_launch(launch: Launch, environ: Mapping[str, str] | None = None) -> int:
