@@ -611,7 +611,7 @@ class TestDryRun:
         err = capsys.readouterr().err.splitlines()
         assert err[0] == "[INFO] cpu binding none: ranks left unbound"
         assert err[1] == f"[INFO] Launching distributed workers with: {shlex.join(calls[0])}"
-        assert err[2] == "[ERROR] 2 rank(s) never reported an exit status (reported: none)"
+        assert err[2] == "[ERROR] none of the 2 rank(s) reported an exit status: the cause is torchrun's error above"
 
     def test_dry_run_is_torch_free(self):
         """main_train_multigpu --dry_run imports neither torch nor pynvml (what keeps it fast: ``-X importtime``

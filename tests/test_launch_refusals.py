@@ -7,10 +7,15 @@ patching ``torch.cuda``, so that they mean the same on a GPU host as on this CPU
 
 from __future__ import annotations
 
+import json
+import socket
+
 import pytest
 import torch
 from test_bad_inputs import Case, run_case, tree
 
+from rlscale.launch.ports import port_taken
+from rlscale.launch.run import failed_ranks
 from rlscale.launch.torch_gpus import TorchGpus, gpu_rank_shortfall, probe_torch_gpus
 
 LAUNCH = "train_multigpu --task Isaac-Cartpole --max_iterations 1"
@@ -82,3 +87,71 @@ class TestShortfall:
     @pytest.mark.parametrize("devices", [2, 8])
     def test_enough_devices(self, devices):
         assert gpu_rank_shortfall(2, "NVML", TorchGpus("2.13.0", "12.8", devices)) is None
+
+
+@pytest.fixture
+def held_port():
+    """A port another program listens on (loopback only: the launcher binds every interface, as torchrun does)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        yield listener.getsockname()[1]
+
+
+CPU_LAUNCH = f"{LAUNCH} --device cpu --num_gpus 2"
+
+
+class TestBusyPort:
+    @pytest.mark.parametrize("extra", ["", "--nnodes 2 --node_rank 0 --master_addr 127.0.0.1"], ids=["one", "node0"])
+    def test_a_taken_master_port_is_one_line(self, held_port, extra, tmp_path, monkeypatch, capsys):
+        """The port node 0 would listen on is taken: refused in one line naming it, before torchrun starts."""
+        monkeypatch.chdir(tmp_path)
+        case = Case("port", f"{CPU_LAUNCH} {extra} --master_port {held_port}", ())
+        code, out, lines = run_case(case, tmp_path, monkeypatch, capsys)
+        assert (code, out, len(lines)) == (2, "", 1), lines
+        assert f"--master_port {held_port} cannot be bound on this host (Address already in use)" in lines[0]
+        assert "leave --master_port out" in lines[0] and tree(tmp_path) == []
+
+    @pytest.mark.parametrize(
+        "extra",
+        ["--dry_run", "--nnodes 2 --node_rank 1 --master_addr node0", "--rdzv_backend c10d --rdzv_endpoint node0:1"],
+        ids=["dry-run", "other-node", "c10d"],
+    )
+    def test_ports_this_node_does_not_bind_are_not_checked(self, held_port, extra, tmp_path, monkeypatch, capsys):
+        """A dry run (the job runs later), a node that connects to node 0, and c10d rendezvous pass."""
+        monkeypatch.chdir(tmp_path)
+        case = Case("ok", f"{CPU_LAUNCH} --master_port {held_port} {extra}", ())
+        if extra == "--dry_run":
+            assert run_case(case, tmp_path, monkeypatch, capsys)[0] == 0
+            return
+        with pytest.raises(AssertionError, match="a job was about to start"):
+            run_case(case, tmp_path, monkeypatch, capsys)
+
+    def test_port_taken(self, held_port):
+        assert port_taken(held_port) == "Address already in use"
+        with socket.socket() as probe:  # a port just released by its owner is free again
+            probe.bind(("127.0.0.1", 0))
+            free = probe.getsockname()[1]
+        assert port_taken(free) is None
+
+
+class TestFailureSummary:
+    def test_the_first_failure_leads(self, tmp_path):
+        """Rank 1 crashed first; rank 0's broken connection, its symptom, comes after, whatever the rank order."""
+        reports = {
+            "rank_0": {"exit_code": 1, "error": "RuntimeError: Connection closed by peer", "failed_at": 20.5},
+            "rank_1": {"exit_code": 1, "error": "InjectedCrash: on rank 1", "failed_at": 20.1},
+            "rank_2": {"exit_code": 0, "error": None},
+        }
+        for name, report in reports.items():
+            (tmp_path / f"{name}.json").write_text(json.dumps(report))
+        assert failed_ranks(tmp_path, 4) == [
+            "rank 1 failed first: exited 1 (InjectedCrash: on rank 1)",
+            "rank 0 exited 1 (RuntimeError: Connection closed by peer)",
+            "1 rank(s) never reported an exit status (reported: rank_0, rank_1, rank_2)",
+        ]
+
+    def test_no_report_at_all_points_at_torchrun(self, tmp_path):
+        assert failed_ranks(tmp_path, 2) == [
+            "none of the 2 rank(s) reported an exit status: the cause is torchrun's error above"
+        ]

@@ -83,6 +83,10 @@ class TestFailures:
         )  # fmt: skip
         assert code != 0, output[-3000:]
         assert "timed out" not in output.lower() and manifests(tmp_path)[0]["status"] != "completed"
+        (summary,) = [line for line in output.splitlines() if line.startswith("[ERROR] ")]
+        assert summary.startswith("[ERROR] rank 1 failed first: exited 1 (InjectedCrash: injected crash on rank 1"), (
+            summary  # the crash, then rank 0's broken connection: its symptom
+        )
         root_cause = output[output.index("Root Cause") :]
         assert "rank      : 1" in root_cause
         assert "InjectedCrash: injected crash on rank 1 at iteration 2" in root_cause

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import shlex
 import sys
@@ -41,6 +42,7 @@ from rlscale.launch.command import (
 from rlscale.launch.gpus import visible_gpu_count
 from rlscale.launch.hang_watch import HangWatch
 from rlscale.launch.placement import describe_placement, plan_node
+from rlscale.launch.ports import port_taken
 from rlscale.launch.torch_gpus import TorchGpuProbe, gpu_rank_shortfall, probe_torch_gpus
 from rlscale.run.spec import RUN_SPEC_ENV, JobShape, write_spec
 
@@ -92,10 +94,16 @@ def _rank_reports(status_dir: Path) -> dict[str, dict]:
 
 
 def _describe_failures(reports: dict[str, dict]) -> list[str]:
+    """One phrase per failed rank, the first to fail first: the others' errors (a broken connection) are mostly its
+    symptoms."""
+    failed = sorted(
+        ((name, report) for name, report in reports.items() if report["exit_code"] != 0),
+        key=lambda item: item[1].get("failed_at", math.inf),
+    )
     return [
-        f"{name.replace('_', ' ')} exited {report['exit_code']}" + (f" ({report['error']})" if report["error"] else "")
-        for name, report in reports.items()
-        if report["exit_code"] != 0
+        f"{name.replace('_', ' ')}{' failed first:' if index == 0 and len(failed) > 1 else ''} exited "
+        f"{report['exit_code']}" + (f" ({report['error']})" if report["error"] else "")
+        for index, (name, report) in enumerate(failed)
     ]
 
 
@@ -109,8 +117,12 @@ def failed_ranks(status_dir: Path, nproc_per_node: int) -> list[str]:
     """Describe each local rank that reported a non-zero exit, and how many never reported at all."""
     reports = _rank_reports(status_dir)
     failed = _describe_failures(reports)
-    if len(reports) < nproc_per_node:
-        seen = ", ".join(reports) or "none"
+    if not reports:
+        failed.append(
+            f"none of the {nproc_per_node} rank(s) reported an exit status: the cause is torchrun's error above"
+        )
+    elif len(reports) < nproc_per_node:
+        seen = ", ".join(reports)
         failed.append(f"{nproc_per_node - len(reports)} rank(s) never reported an exit status (reported: {seen})")
     return failed
 
@@ -157,6 +169,17 @@ def plan_placement(
     return plan_node(args.cpu_binding, args.nproc_per_node, ranks_on_cpu(forwarded), environ)
 
 
+def static_rendezvous_port(args: Namespace, forwarded: Sequence[str]) -> int | None:
+    """The port torchrun's static rendezvous listens on here: ``--master_port`` on node 0 (other nodes connect to
+    it); None when this node binds no fixed port (one node without ``--master_port`` takes a free one, c10d
+    rendezvous, skrl's JAX launcher)."""
+    static = args.rdzv_backend in (None, "static") and args.rdzv_endpoint is None
+    node_zero = args.node_rank in (None, "0")
+    if args.master_port is None or not static or not node_zero or uses_skrl_jax(args, forwarded):
+        return None
+    return int(args.master_port)
+
+
 def resolve_launch(
     argv: Sequence[str],
     cfg: LauncherCfg,
@@ -168,14 +191,22 @@ def resolve_launch(
 
     ``check_ranks`` runs here, so that a bad argument is one line and exit code 2 before any process starts, not the
     same error from every rank under torchrun's failure report. Before it, a launch of GPU ranks asks torch
-    (``torch_gpus``) whether it can run them: GPU ranks never fall back to the CPU. A ``--dry_run`` skips that, as it
-    skips every check that needs torch.
+    (``torch_gpus``) whether it can run them: GPU ranks never fall back to the CPU. And the port that node 0 of a
+    static rendezvous listens on must be free. A ``--dry_run`` skips both: it needs no torch, and the job it prints
+    runs later, maybe elsewhere.
     """
     args, forwarded = parse_launcher_args(argv, cfg, environ)
     if not args.dry_run and not ranks_on_cpu(forwarded):
         shortfall = gpu_rank_shortfall(args.nproc_per_node, visible_gpu_count(environ)[1], torch_gpus())
         if shortfall is not None:
             build_parser(cfg).error(shortfall)
+    port = None if args.dry_run else static_rendezvous_port(args, forwarded)
+    reason = None if port is None else port_taken(port)
+    if reason is not None:
+        build_parser(cfg).error(
+            f"--master_port {port} cannot be bound on this host ({reason}): another job's rendezvous holds it? Pick a "
+            "free port, or on one node leave --master_port out and torchrun takes a free one."
+        )
     spec = check_ranks(args, forwarded) if check_ranks is not None else None
     command = build_launch_command(args, forwarded, cfg, environ)
     return Launch(args, forwarded, command, spec, plan_placement(args, forwarded, cfg, environ))
