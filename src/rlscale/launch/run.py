@@ -190,12 +190,13 @@ def resolve_launch(
     """Parse the launcher's options, check and resolve the ranks' (``check_ranks``) and build the command.
 
     ``check_ranks`` runs here, so that a bad argument is one line and exit code 2 before any process starts, not the
-    same error from every rank under torchrun's failure report. Before it, a launch of GPU ranks asks torch
+    same error from every rank under torchrun's failure report. Then a launch of GPU ranks asks torch
     (``torch_gpus``) whether it can run them: GPU ranks never fall back to the CPU. And the port that node 0 of a
     static rendezvous listens on must be free. A ``--dry_run`` skips both: it needs no torch, and the job it prints
     runs later, maybe elsewhere.
     """
     args, forwarded = parse_launcher_args(argv, cfg, environ)
+    spec = check_ranks(args, forwarded) if check_ranks is not None else None
     if not args.dry_run and not ranks_on_cpu(forwarded):
         shortfall = gpu_rank_shortfall(args.nproc_per_node, visible_gpu_count(environ)[1], torch_gpus())
         if shortfall is not None:
@@ -207,7 +208,6 @@ def resolve_launch(
             f"--master_port {port} cannot be bound on this host ({reason}): another job's rendezvous holds it? Pick a "
             "free port, or on one node leave --master_port out and torchrun takes a free one."
         )
-    spec = check_ranks(args, forwarded) if check_ranks is not None else None
     command = build_launch_command(args, forwarded, cfg, environ)
     return Launch(args, forwarded, command, spec, plan_placement(args, forwarded, cfg, environ))
 
