@@ -11,7 +11,6 @@ import functools
 import importlib.metadata
 import os
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 ENTRY_POINT_GROUP = "rlscale.tasks"
@@ -42,7 +41,7 @@ class PluginSettingError(ValueError):
     """:data:`DISABLE_PLUGINS_ENV` names a distribution that installed no task plug-in."""
 
 
-def installed_plugins(environ: Mapping[str, str] | None = None) -> list[Plugin]:
+def installed_plugins() -> list[Plugin]:
     """Every ``rlscale.tasks`` entry point of the installed distributions, in a stable order, but those of the
     distributions :data:`DISABLE_PLUGINS_ENV` names.
 
@@ -55,7 +54,7 @@ def installed_plugins(environ: Mapping[str, str] | None = None) -> list[Plugin]:
     for entry_point in sorted(found, key=lambda entry: (entry.dist.name if entry.dist else "", entry.name)):
         source = entry_point.dist.name if entry_point.dist else entry_point.module
         plugins.append(Plugin(f"{source} (entry point {entry_point.name})", source, entry_point))
-    raw = (os.environ if environ is None else environ).get(DISABLE_PLUGINS_ENV, "")
+    raw = os.environ.get(DISABLE_PLUGINS_ENV, "")
     disabled = {_normalized(name) for name in raw.split(",") if name.strip()}
     unknown = disabled - {_normalized(plugin.source) for plugin in plugins}
     if unknown:
