@@ -114,13 +114,12 @@ class TestBadInput:
 
 class TestRunOne:
     def test_timeout_stops_the_run_and_is_recorded(self, tmp_path):
-        """A run past --run_timeout_s is stopped (its process group signalled) and marked timed out."""
-        started = time.monotonic()
-        argv = [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"]
-        outcome = run_one(argv, dict(os.environ), tmp_path / "run.log", timeout_s=0.5)
+        """A run past --run_timeout_s is stopped (its process group signalled) and marked timed out: it never gets to
+        finish its sleep."""
+        code = "import time; print('started', flush=True); time.sleep(60); print('finished', flush=True)"
+        outcome = run_one([sys.executable, "-c", code], dict(os.environ), tmp_path / "run.log", timeout_s=0.5)
         assert outcome["timed_out"] and outcome["exit_code"] != 0
-        assert time.monotonic() - started < 20
-        assert "started" in (tmp_path / "run.log").read_text()
+        assert (tmp_path / "run.log").read_text().splitlines()[1:] == ["started"]  # after the command line
 
 
 def fake_bundle(fps: float, world_size: int = 1) -> dict:

@@ -1,21 +1,19 @@
 """Randomised crash trials: a 4-rank CPU job (gloo) with one rank crashing at an iteration drawn at random.
 
-Each trial must exit non-zero within 30 s of the crash, name the crashed rank with its traceback (torchrun's root
+Each trial must exit non-zero because of the crash, name the crashed rank with its traceback (torchrun's root
 cause), and leave no process behind. The draws are seeded, so a failing trial reruns as it was; the test prints them.
 
-The 30 s run from the crash, which the crashed rank's manifest timestamps (to the second, so the measure errs long):
-the start before it is four ranks importing torch, about 15 s for one trial alone on 2 cores and twice that for two
-at once, which says nothing about how a crash is handled. A trial still fails after 90 s in all. Two trials run at a
-time (distinct master ports); the test takes about 5 minutes on 2 cores.
+"Because of the crash" is checked without a clock: the hang watchdog is off, so nothing but torchrun's reaction to
+the failed rank can end the job before the collective timeout, whose report ("timed out") must not appear. A trial
+that has not ended after 90 s (a safety net, not a measure) fails too. Two trials run at a time, each on the free
+port torchrun picks; the test takes about 5 minutes on 2 cores.
 """
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import time
@@ -30,10 +28,8 @@ TRIALS = 20
 SEED = 7
 RANKS = 4
 LAST_CRASH_ITERATION = 3
-BOUND_S = 30.0
-"""From the crash to the launcher's exit."""
 TIMEOUT_S = 90.0
-"""From the launch to the launcher's exit."""
+"""From the launch to the launcher's exit: a safety net for a job that does not end."""
 CONCURRENT = 2
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
@@ -46,20 +42,22 @@ class Trial:
     code: int | None = None
     wall_s: float = 0.0
     """From the launch to the exit."""
-    after_crash_s: float | None = None
-    """From the crash, as the crashed rank's manifest dates it, to the exit."""
+    crash_recorded: bool = False
+    """Whether the crashed rank's manifest recorded the injected crash."""
     output: str = ""
     leftovers: int = 0
 
     def problems(self) -> list[str]:
         """What this trial got wrong, empty when it passed."""
         found = []
-        if self.code == 0:
+        if self.code is None:
+            found.append(f"still running after {TIMEOUT_S:g} s")
+        elif self.code == 0:
             found.append("exited 0")
-        if self.after_crash_s is None:
+        if not self.crash_recorded:
             found.append(f"no manifest of rank {self.rank} recorded the injected crash")
-        elif self.after_crash_s >= BOUND_S:
-            found.append(f"exited {self.after_crash_s:.0f} s after the crash")
+        if "timed out" in self.output.lower():
+            found.append("a collective timed out: the crash did not end the job")
         root_cause = self.output[self.output.find("Root Cause") :] if "Root Cause" in self.output else ""
         for needed in (
             f"rank      : {self.rank} (local_rank: {self.rank})",
@@ -73,18 +71,12 @@ class Trial:
         return found
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def run_trial(trial: Trial, root: Path) -> Trial:
     marker = root / f"trial_{trial.index}"  # in every command line of the job: its --log_root
     command = [
         sys.executable, "-m", "rlscale", "train_multigpu", "--task", "Isaac-Cartpole-Direct", "--device", "cpu",
         "--num_gpus", str(RANKS), "--num_envs", "16", "--max_iterations", "50", "--log_root", str(marker),
-        "--master_port", str(free_port()),
+        "--hang_timeout", "0",
     ]  # fmt: skip
     env = {**ENV, "RLSCALE_INJECT_FAULT": f"crash:rank={trial.rank},iteration={trial.iteration}"}
     started = time.monotonic()
@@ -93,13 +85,12 @@ def run_trial(trial: Trial, root: Path) -> Trial:
         trial.code, trial.output = result.returncode, result.stdout + result.stderr
     except subprocess.TimeoutExpired as expired:
         trial.output = f"{expired.stdout or ''}{expired.stderr or ''}"
-    ended = time.time()
     trial.wall_s = time.monotonic() - started
     error = f"InjectedCrash: injected crash on rank {trial.rank} at iteration {trial.iteration}"
     for path in marker.rglob("manifest.json"):
         manifest = json.loads(path.read_text())
         if manifest["rank"] == trial.rank and manifest["status"] == "crashed" and manifest.get("error") == error:
-            trial.after_crash_s = ended - datetime.datetime.fromisoformat(manifest["end_time"]).timestamp()
+            trial.crash_recorded = True
     left = wait_for_no_process(str(marker), within=5)
     trial.leftovers = len(left)
     for process in left:  # leave nothing to the next trials, whatever this one did
@@ -109,8 +100,8 @@ def run_trial(trial: Trial, root: Path) -> Trial:
 
 @pytest.mark.slow
 def test_random_rank_crashes_are_named_and_torn_down(tmp_path):
-    """20 trials, each crashing rank 0..3 at iteration 0..3 (seeded draws): every one exits non-zero within 30 s of
-    the crash, its root cause names the crashed rank with the injected exception's traceback, and no process outlives
+    """20 trials, each crashing rank 0..3 at iteration 0..3 (seeded draws): the crash ends every one with a non-zero
+    exit, its root cause names the crashed rank with the injected exception's traceback, and no process outlives
     it."""
     draws = random.Random(SEED)
     trials = [Trial(i, draws.randrange(RANKS), draws.randint(0, LAST_CRASH_ITERATION)) for i in range(TRIALS)]
@@ -118,9 +109,8 @@ def test_random_rank_crashes_are_named_and_torn_down(tmp_path):
     with ThreadPoolExecutor(CONCURRENT) as pool:
         done = list(pool.map(lambda trial: run_trial(trial, tmp_path), trials))
     for trial in done:
-        after = "-" if trial.after_crash_s is None else f"{trial.after_crash_s:.1f}"
         print(f"trial {trial.index}: rank {trial.rank} iteration {trial.iteration}: exit {trial.code}, "
-              f"{after} s after the crash, {trial.wall_s:.1f} s in all, {trial.leftovers} left")  # fmt: skip
+              f"{trial.wall_s:.1f} s in all, {trial.leftovers} left")  # fmt: skip
     failed = {trial.index: trial.problems() for trial in done if trial.problems()}
     details = "\n".join(f"trial {index}: {'; '.join(problems)}" for index, problems in failed.items())
     first = next((trial for trial in done if trial.index in failed), None)

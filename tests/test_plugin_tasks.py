@@ -26,8 +26,10 @@ def example_installed() -> None:
     ensure_example_installed()
 
 
-def rlscale(*args: str, pythonpath: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+def rlscale(
+    *args: str, pythonpath: Path | None = None, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
     if pythonpath is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(pythonpath), env.get("PYTHONPATH"))))
     command = [sys.executable, "-m", "rlscale", *args]
@@ -116,6 +118,106 @@ class TestEntryPoints:
             "task plug-in half-plugin (entry point mine): RuntimeError: after registering",
             "False",
         ], result.stderr
+
+
+BROKEN_IMPORT = "import no_such_module\n"
+DISABLE = "RLSCALE_DISABLE_PLUGINS"
+
+
+class TestBrokenPluginEveryCommand:
+    """A broken plug-in stops every command that looks tasks up, with one line, exit 2 and the way to disable it."""
+
+    @pytest.mark.parametrize(
+        "command",
+        [
+            ("list_tasks",),
+            ("train", "--task", "Isaac-Cartpole", "--device", "cpu", "--max_iterations", "1"),
+            ("train_multigpu", "--task", "Isaac-Cartpole", "--device", "cpu", "--num_gpus", "2", "--dry_run"),
+            ("benchmark", "training", "--task", "Isaac-Cartpole", "--device", "cpu"),
+            ("check_task", "Isaac-Cartpole"),
+        ],
+        ids=lambda command: command[0] if command[0] != "benchmark" else "benchmark",
+    )
+    def test_one_line_exit_2_naming_the_way_out(self, tmp_path, command):
+        site = fake_distribution(tmp_path / "site", "broken-plugin", BROKEN_IMPORT)
+        work = tmp_path / "work"
+        work.mkdir()
+        env = {"PYTHONPATH": os.pathsep.join((str(site), os.environ.get("PYTHONPATH", "")))}
+        result = subprocess.run(
+            [sys.executable, "-m", "rlscale", *command], capture_output=True, text=True, timeout=300, cwd=work,
+            env={**os.environ, "OMP_NUM_THREADS": "1", **env},
+        )  # fmt: skip
+        assert (result.returncode, result.stdout) == (2, ""), result.stderr
+        (line,) = result.stderr.splitlines()
+        assert "task plug-in broken-plugin (entry point mine): ModuleNotFoundError" in line
+        assert f"{DISABLE}=broken-plugin" in line and "`pip uninstall broken-plugin`" in line
+        assert list(work.iterdir()) == []
+
+    def test_the_variable_disables_it(self, tmp_path):
+        site = fake_distribution(tmp_path / "site", "broken-plugin", BROKEN_IMPORT)
+        result = rlscale("list_tasks", pythonpath=site, env={DISABLE: "Broken_Plugin"})  # pip's name rules
+        assert result.returncode == 0, result.stderr
+        assert "Isaac-Cartpole" in result.stdout and PENDULUM in result.stdout
+
+    def test_a_misspelt_distribution_is_refused(self, tmp_path):
+        site = fake_distribution(tmp_path / "site", "broken-plugin", BROKEN_IMPORT)
+        result = rlscale("list_tasks", pythonpath=site, env={DISABLE: "broken-plugni"})
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert "RLSCALE_DISABLE_PLUGINS='broken-plugni'" in result.stderr
+        assert "installed: broken-plugin, rlscale-pendulum-task" in result.stderr
+
+
+@pytest.fixture
+def own_registry(monkeypatch):
+    """Registrations made by the test are dropped afterwards."""
+    registry.list_tasks()
+    for table in ("_REGISTRY", "_ALIASES", "_CLOSEST"):
+        monkeypatch.setattr(registry, table, dict(getattr(registry, table)))
+
+
+class TestRegisterTaskForms:
+    def test_classes_themselves_as_gymnasium_allows(self, own_registry):
+        """A plug-in may pass its classes (or a factory) instead of module:attribute strings."""
+        from pendulum_task.env import PendulumCfg, PendulumSwingup
+
+        def make_pendulum(cfg):
+            return PendulumSwingup(cfg)
+
+        register_task("Class-Pendulum", PendulumSwingup, PendulumCfg, {}, package="pendulum_task")
+        register_task("Factory-Pendulum", make_pendulum, f"{PENDULUM_ENV}:PendulumCfg", {}, package="pendulum_task")
+        spec = get_spec("Class-Pendulum")
+        assert (spec.task_class, spec.cfg_class, spec.source) == (PendulumSwingup, PendulumCfg, "rlscale-pendulum-task")
+        assert get_spec("Factory-Pendulum").task_class is make_pendulum
+        task = registry.make_task("Class-Pendulum", num_envs=4)
+        assert isinstance(task, PendulumSwingup) and task.num_envs == 4
+
+    @pytest.mark.parametrize(
+        ("task_id", "entry_point", "cfg_entry_point", "message"),
+        [
+            ("Bad-1", 42, f"{PENDULUM_ENV}:PendulumCfg",
+             "task 'Bad-1': entry_point must be a 'module:attribute' string or the task's class or a factory, got 42 "
+             "(int)"),
+            ("Bad-2", "pendulum_task.env.PendulumSwingup", f"{PENDULUM_ENV}:PendulumCfg",
+             "entry_point must be a 'module:attribute' string or the task's class or a factory, got "
+             "'pendulum_task.env.PendulumSwingup' (str)"),
+            ("Bad-3", f"{PENDULUM_ENV}:PendulumSwingup", dict,
+             None),  # a class is a class: accepted (the control)
+            ("Bad-4", f"{PENDULUM_ENV}:PendulumSwingup", lambda: None,
+             "cfg_entry_point must be a 'module:attribute' string or its config class, got <function"),
+            (None, f"{PENDULUM_ENV}:PendulumSwingup", f"{PENDULUM_ENV}:PendulumCfg",
+             "task id None (NoneType) must be a non-empty string"),
+        ],
+        ids=["number", "dotted-path", "any-class", "function-as-config", "no-id"],
+    )  # fmt: skip
+    def test_anything_else_is_refused_saying_what_it_expects(
+        self, own_registry, task_id, entry_point, cfg_entry_point, message
+    ):
+        if message is None:
+            register_task(task_id, entry_point, cfg_entry_point, {}, package="pendulum_task")
+            return
+        with pytest.raises(ValueError) as error:
+            register_task(task_id, entry_point, cfg_entry_point, {}, package="pendulum_task")
+        assert message in str(error.value) and "\n" not in str(error.value)
 
 
 class TestQualifiedIds:

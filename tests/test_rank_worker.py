@@ -4,6 +4,8 @@ peer, which lets torchrun name the peer as the root cause."""
 from __future__ import annotations
 
 import json
+import sys
+from unittest.mock import ANY
 
 import pytest
 
@@ -39,10 +41,9 @@ def test_a_rank_failing_after_a_peer_waits_for_the_launcher(rank_one):
     with pytest.raises(BrokenCollective):
         worker.run_rank(fail, [])
     assert waits == [worker.FOLLOWING_FAILURE_WAIT_S]
-    assert json.loads((status_dir / "rank_1.json").read_text()) == {
-        "exit_code": 1,
-        "error": "BrokenCollective: Connection closed by peer",
-    }
+    status = json.loads((status_dir / "rank_1.json").read_text())
+    assert status == {"exit_code": 1, "error": "BrokenCollective: Connection closed by peer", "failed_at": ANY}
+    assert isinstance(status["failed_at"], float)
 
 
 @pytest.mark.parametrize("peer", [None, {"exit_code": 0, "error": None}], ids=["first-to-fail", "peer-succeeded"])
@@ -60,3 +61,13 @@ def test_a_succeeding_rank_never_waits(rank_one):
     (status_dir / "rank_0.json").write_text(json.dumps({"exit_code": 1, "error": "InjectedCrash: on rank 0"}))
     assert worker.run_rank(lambda _argv: 0, []) == 0
     assert waits == []
+    assert json.loads((status_dir / "rank_1.json").read_text()) == {"exit_code": 0, "error": None}
+
+
+def test_an_exit_code_is_dated_too(rank_one, monkeypatch):
+    """A rank that exits non-zero without raising (a SystemExit) also says when, for the launcher's order."""
+    status_dir, _ = rank_one
+    monkeypatch.setattr(worker.time, "time", lambda: 12.5)
+    with pytest.raises(SystemExit):
+        worker.run_rank(lambda _argv: sys.exit(3), [])
+    assert json.loads((status_dir / "rank_1.json").read_text()) == {"exit_code": 3, "error": None, "failed_at": 12.5}

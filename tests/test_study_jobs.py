@@ -3,6 +3,7 @@ job command, multi-node args."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -336,22 +337,15 @@ class TestGrantCheck:
         assert "Refusing to run on fewer GPUs" in err
 
     def test_matching_grant_runs_on_the_leased_ids(self, tmp_path):
-        """With the right grant the command runs with CUDA_VISIBLE_DEVICES set to leased ids and a leased port."""
+        """With the right grant the command runs with CUDA_VISIBLE_DEVICES set to leased ids, and no port added:
+        torchrun takes a free one, so that no fixed port can collide with another study's."""
         out = tmp_path / "seen"
-        command = [
-            sys.executable,
-            "-c",
-            f"import os, sys; open({str(out)!r}, 'w').write(os.environ['CUDA_VISIBLE_DEVICES'] + ' ' + sys.argv[2])",
-        ]
-        environ = {
-            **os.environ,
-            "RLSCALE_LEASE_DIR": str(tmp_path / "lease"),
-            "RLSCALE_LEASE_GPUS": "3,5",
-            "RLSCALE_LEASE_PORTS": "42100-42109",
-        }
+        seen = "json.dumps([os.environ['CUDA_VISIBLE_DEVICES'], sys.argv[1:]])"
+        code = f"import json, os, sys; open({str(out)!r}, 'w').write({seen})"
+        command = [sys.executable, "-c", code, "--num_gpus", "2"]
+        environ = {**os.environ, "RLSCALE_LEASE_DIR": str(tmp_path / "lease"), "RLSCALE_LEASE_GPUS": "3,5"}
         assert run_leased(command, gpus=2, granted=2, world_size=2, environ=environ) == 0
-        ids, port = out.read_text().split()
-        assert ids == "3,5" and 42100 <= int(port) <= 42109
+        assert json.loads(out.read_text()) == ["3,5", ["--num_gpus", "2"]]
 
     def test_launcher_script_refuses(self, tmp_path):
         """scripts/train.py, as the rule runs it with a shrunk grant, exits 3 with the message, touching nothing."""
@@ -376,7 +370,7 @@ class TestGrantCheck:
 STUDY_JOB = """
 import sys
 from rlscale.study.job_runner import run_leased
-sys.exit(run_leased(sys.argv[1:], gpus=1, granted=1, world_size=1, port_option=None))
+sys.exit(run_leased(sys.argv[1:], gpus=1, granted=1, world_size=1))
 """
 """A one-GPU study job, as scripts/ runs it: its command is the rest of argv."""
 
@@ -451,9 +445,9 @@ class TestSupervisedCommand:
         job.wait(timeout=10)
         wait_for(ready.with_name("ready.stopping"), timeout=10)
         with pytest.raises(LeaseError):  # The command takes 3 s to stop, holding the lease meanwhile.
-            acquire(1, port=False, timeout_s=0.2)
+            acquire(1, timeout_s=0.2)
         assert gone(command, timeout=30)
-        with acquire(1, port=False, timeout_s=10) as lease:
+        with acquire(1, timeout_s=10) as lease:
             assert list(lease.gpu_ids) == ["0"]
 
 

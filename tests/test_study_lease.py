@@ -1,14 +1,12 @@
-"""Tests of the host-wide GPU and port lease: concurrent jobs never share an id or a port, and SIGKILL frees both; and
-of the host lease: a job measuring speed never runs beside another job."""
+"""Tests of the host-wide GPU lease: concurrent jobs never share an id, and SIGKILL frees them; and of the host lease: a
+job measuring speed never runs beside another job."""
 
 from __future__ import annotations
 
 import itertools
 import json
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,20 +14,20 @@ from pathlib import Path
 
 import pytest
 
-from rlscale.study.lease import LeaseError, acquire, acquire_host, gpu_pool, port_range
+from rlscale.study.lease import LeaseError, acquire, acquire_host, gpu_pool
 
 POOL = "0,1,2,3"
 
 RECORDER = """
 import json, os, sys, time
-name, out_dir, hold_s, port = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[5])
+name, out_dir, hold_s = sys.argv[1], sys.argv[2], float(sys.argv[3])
 start = time.monotonic()
 time.sleep(hold_s)
-record = {"name": name, "start": start, "end": time.monotonic(), "port": port,
+record = {"name": name, "start": start, "end": time.monotonic(), "argv": sys.argv[1:],
           "ids": [i for i in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if i]}
 open(os.path.join(out_dir, name + ".json"), "w").write(json.dumps(record))
 """
-"""A job's command: it records when it ran (inside its lease), on which ids and which port (``--port P``)."""
+"""A job's command: it records when it ran (inside its lease), with which arguments and on which ids."""
 
 JOB = """
 import sys
@@ -37,26 +35,16 @@ from rlscale.study.job_runner import run_leased
 name, gpus, out_dir, hold_s = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 rule = sys.argv[5] if len(sys.argv) > 5 else "train"
 command = [sys.executable, "-c", {recorder!r}, name, out_dir, hold_s]
-sys.exit(run_leased(command, gpus=gpus, granted=gpus, world_size=max(gpus, 1), port_option="--port", rule=rule))
+sys.exit(run_leased(command, gpus=gpus, granted=gpus, world_size=max(gpus, 1), rule=rule))
 """
 """One study job of a rule (default ``train``), as scripts/ runs it: lease through ``run_leased``, then run the
 recorder."""
 
 
-def free_port_range(size: int) -> str:
-    """A random range of ``size`` ports, so that concurrent test runs rarely share one."""
-    low = random.randrange(40000, 60000, 16)
-    return f"{low}-{low + size - 1}"
-
-
 @pytest.fixture
 def lease_env(tmp_path, monkeypatch) -> dict[str, str]:
-    """A private lease directory, a pool of 4 fake GPU ids and 4 ports, also set for this process."""
-    env = {
-        "RLSCALE_LEASE_DIR": str(tmp_path / "lease"),
-        "RLSCALE_LEASE_GPUS": POOL,
-        "RLSCALE_LEASE_PORTS": free_port_range(4),
-    }
+    """A private lease directory and a pool of 4 fake GPU ids, also set for this process."""
+    env = {"RLSCALE_LEASE_DIR": str(tmp_path / "lease"), "RLSCALE_LEASE_GPUS": POOL}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     return {**os.environ, **env}
@@ -81,27 +69,27 @@ def run_jobs(requests: list[int], out: Path, env: dict[str, str], hold_s: float 
 
 
 def assert_no_sharing(records: dict[int, dict], requests: list[int], pool: str) -> int:
-    """Every job got its count of ids from the pool, and jobs alive together shared no id or port; returns the number
-    of pairs that ran at the same time."""
+    """Every job got its count of ids from the pool and no port (torchrun takes a free one), and jobs alive together
+    shared no id; returns the number of pairs that ran at the same time."""
     for index, gpus in enumerate(requests):
         assert len(records[index]["ids"]) == gpus
         assert set(records[index]["ids"]) <= set(pool.split(","))
+        assert records[index]["argv"] == [f"job{index}", records[index]["argv"][1], records[index]["argv"][2]]
     concurrent = 0
     for (i, a), (j, b) in itertools.combinations(records.items(), 2):
         if overlaps(a, b):
             concurrent += 1
             assert not set(a["ids"]) & set(b["ids"]), f"job{i} and job{j} shared GPU ids while both ran"
-            assert a["port"] != b["port"], f"job{i} and job{j} shared port {a['port']} while both ran"
     return concurrent
 
 
 class TestConcurrentJobs:
-    def test_no_shared_gpu_or_port(self, tmp_path, lease_env):
-        """Eight concurrent jobs asking for 2, 2, 1, 3, 2, 1, 0 and 0 of 4 fake GPUs never share an id or a port.
+    def test_no_shared_gpu(self, tmp_path, lease_env):
+        """Eight concurrent jobs asking for 2, 2, 1, 3, 2, 1, 0 and 0 of 4 fake GPUs never share an id.
 
-        Each job records, from inside its lease, when it ran and on which ids and port; every pair of jobs whose
-        lifetimes intersect must have disjoint ids and different ports, and some pairs must intersect (the pool is
-        used in parallel, not one job at a time).
+        Each job records, from inside its lease, when it ran and on which ids; every pair of jobs whose lifetimes
+        intersect must have disjoint ids, and some pairs must intersect (the pool is used in parallel, not one job at
+        a time).
         """
         requests = [2, 2, 1, 3, 2, 1, 0, 0]
         records = run_jobs(requests, tmp_path / "records", lease_env)
@@ -109,15 +97,15 @@ class TestConcurrentJobs:
         assert concurrent > 0, "the jobs never ran at the same time, so the test proved nothing"
 
     def test_eight_gpu_host(self, tmp_path, lease_env):
-        """An 8-GPU host (8 fake ids, 8 ports): ten concurrent jobs of up to 4 GPUs share no id or port, and two 4-GPU
-        jobs (two 4-GPU studies under --resources gpu=8) run at the same time on the two disjoint halves."""
+        """An 8-GPU host (8 fake ids): ten concurrent jobs of up to 4 GPUs share no id, and two 4-GPU jobs (two 4-GPU
+        studies under --resources gpu=8) run at the same time on the two disjoint halves."""
         pool = ",".join(map(str, range(8)))
-        env = {**lease_env, "RLSCALE_LEASE_GPUS": pool, "RLSCALE_LEASE_PORTS": free_port_range(8)}
+        env = {**lease_env, "RLSCALE_LEASE_GPUS": pool}
         requests = [4, 4, 2, 3, 1, 4, 2, 1, 0, 0]
         assert assert_no_sharing(run_jobs(requests, tmp_path / "mixed", env), requests, pool) > 0
         a, b = run_jobs([4, 4], tmp_path / "halves", env, hold_s=1.5).values()
         assert overlaps(a, b), "the two 4-GPU jobs did not run together although the pool holds both"
-        assert sorted(a["ids"] + b["ids"]) == pool.split(",") and a["port"] != b["port"]
+        assert sorted(a["ids"] + b["ids"]) == pool.split(",")
 
     def test_gpu_jobs_wait_for_each_other(self, tmp_path, lease_env):
         """Two jobs that each need 3 of the 4 GPUs cannot run together: their lifetimes are disjoint."""
@@ -208,17 +196,17 @@ HOLDER = """
 import sys, time
 from rlscale.study.lease import acquire
 lease = acquire(int(sys.argv[1]))
-print(",".join(lease.gpu_ids), lease.port, flush=True)
+print(",".join(lease.gpu_ids), flush=True)
 time.sleep(600)
 """
 
 
 class TestKernelRelease:
-    def test_sigkill_frees_gpus_and_port(self, lease_env):
-        """A holder killed with SIGKILL (no cleanup runs) frees its GPUs and port: the kernel drops flock locks."""
+    def test_sigkill_frees_gpus(self, lease_env):
+        """A holder killed with SIGKILL (no cleanup runs) frees its GPUs: the kernel drops flock locks."""
         holder = subprocess.Popen([sys.executable, "-c", HOLDER, "4"], env=lease_env, stdout=subprocess.PIPE, text=True)
         try:
-            ids, port = holder.stdout.readline().split()
+            ids = holder.stdout.readline().strip()
             assert ids == POOL
             with pytest.raises(LeaseError, match="within 0.5 s"):
                 acquire(1, timeout_s=0.5)
@@ -244,31 +232,17 @@ class TestPool:
         assert gpu_pool({}, nvml_count=lambda: 3)[0] == ["0", "1", "2"]
 
     def test_request_larger_than_pool_fails_at_once(self, lease_env):
-        """Asking for more GPUs than the host has fails immediately with the pool in the message, never waits."""
-        started = time.monotonic()
+        """Asking for more GPUs than the host has fails with the pool in the message before it ever waits: no lock
+        directory was even made (whatever the wait's timeout, none is set here)."""
         with pytest.raises(LeaseError, match=r"needs 5 GPU\(s\) but the host's pool has 4"):
             acquire(5)
-        assert time.monotonic() - started < 5
+        assert not Path(lease_env["RLSCALE_LEASE_DIR"]).exists()
 
-    def test_cpu_ranks_lease_only_a_port(self, lease_env):
-        """A CPU job leases no GPU id (and leaves CUDA_VISIBLE_DEVICES alone) but gets a port."""
+    def test_cpu_ranks_lease_nothing(self, lease_env):
+        """A CPU job leases no GPU id and leaves CUDA_VISIBLE_DEVICES alone."""
         with acquire(0) as lease:
-            assert lease.gpu_ids == () and lease.port is not None
+            assert lease.gpu_ids == () and lease.fds == []
             assert lease.environment({"CUDA_VISIBLE_DEVICES": "9"})["CUDA_VISIBLE_DEVICES"] == "9"
-
-    def test_port_in_use_elsewhere_is_skipped(self, lease_env):
-        """A port another program listens on is never leased, even though its lock file is free."""
-        first = port_range(lease_env)[0]
-        with socket.socket() as busy:
-            busy.bind(("", first))
-            busy.listen()
-            with acquire(0) as lease:
-                assert lease.port != first
-
-    def test_bad_port_range(self):
-        """A malformed RLSCALE_LEASE_PORTS is an error naming the expected form."""
-        with pytest.raises(LeaseError, match="LOW-HIGH"):
-            port_range({"RLSCALE_LEASE_PORTS": "80-70"})
 
 
 class TestLockDirectory:

@@ -162,8 +162,8 @@ class TestSignals:
         time.sleep(supervise.TREE_REFRESH_S + 0.2)  # A worker in its own session is found by listing descendants.
         start = time.monotonic()
         supervisor.send_signal(signal.SIGTERM)
-        assert supervisor.wait(timeout=8) == 128 + signal.SIGTERM
-        assert 0.4 < time.monotonic() - start < 5
+        assert supervisor.wait(timeout=30) == 128 + signal.SIGTERM
+        assert time.monotonic() - start > 0.4  # not before the straggler grace; a busy host may only make it later
         assert _wait_gone(pids)
         assert b"outlived the launcher" in supervisor.stderr.read()
 
@@ -182,8 +182,8 @@ class TestSignals:
         pids = _wait_for_pids(pid_file)
         start = time.monotonic()
         supervisor.send_signal(signal.SIGTERM)
-        assert supervisor.wait(timeout=8) == 128 + signal.SIGKILL
-        assert 0.9 < time.monotonic() - start < 5
+        assert supervisor.wait(timeout=30) == 128 + signal.SIGKILL
+        assert time.monotonic() - start > 0.9  # both windows passed first
         assert _wait_gone(pids)
         err = supervisor.stderr.read()
         assert b"sending SIGTERM again" in err and b"(SIGKILL)" in err
@@ -197,12 +197,11 @@ class TestSignals:
         supervisor.send_signal(signal.SIGINT)
         time.sleep(0.3)
         assert supervisor.poll() is None  # The launcher ignores the first Ctrl-C, so it keeps running.
-        start = time.monotonic()
         supervisor.send_signal(signal.SIGINT)
-        assert supervisor.wait(timeout=5) == 128 + signal.SIGKILL
-        assert time.monotonic() - start < 2
+        assert supervisor.wait(timeout=20) == 128 + signal.SIGKILL  # a safety net, below the 30 s window
         assert _wait_gone(pids)
-        assert b"Second signal received" in supervisor.stderr.read()
+        err = supervisor.stderr.read()
+        assert b"Second signal received" in err and b"sending SIGTERM again" not in err  # the window never ran out
 
 
 class TestConstants:

@@ -72,7 +72,7 @@ class TestRegistration:
         assert "Other-Task" not in list_tasks()
 
     def test_entry_points_are_module_attribute(self):
-        with pytest.raises(ValueError, match="is not module:attribute"):
+        with pytest.raises(ValueError, match="must be a .module:attribute. string or the task.s class or a factory"):
             register_task("Other-Task", "rlscale.tasks.cartpole.env.ManagerCartpole", "a:b", {}, package="a")
 
     def test_a_colon_is_kept_for_module_qualified_ids(self):

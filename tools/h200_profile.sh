@@ -32,7 +32,7 @@ done
 for envs in 4096 65536; do
   label=rsl_rl_2gpu_$envs
   echo "== $label"
-  timeout 150 python3 -m torch.distributed.run --nproc_per_node 2 --master_port 29511 tools/profile_training.py \
+  timeout 150 python3 -m torch.distributed.run --nproc_per_node 2 --standalone tools/profile_training.py \
     --out "$out/$label" --first 5 --count 3 -- "${train[@]}" --rl_library rsl_rl --num_envs $envs \
     --max_iterations 25 --device cuda --distributed > "$out/$label.log" 2>&1
   echo "exit $?"; grep '"median_iteration_s_all\|kernel_launches' "$out/$label/"*summary.json

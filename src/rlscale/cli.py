@@ -67,8 +67,8 @@ def list_tasks(argv: list[str]) -> int:
     try:
         task_ids = registered()
     except TaskPluginError as error:
-        print(f"rlscale list_tasks: {error}", file=sys.stderr)
-        return 1
+        print(f"rlscale list_tasks: error: {error}", file=sys.stderr)
+        return 2  # as every other command refuses a broken plug-in
     width = max(map(len, task_ids))
     for task_id in task_ids:
         print(f"{task_id:<{width}}  {get_spec(task_id).source}")
@@ -76,9 +76,9 @@ def list_tasks(argv: list[str]) -> int:
 
 
 def check_task(argv: list[str]) -> int:
-    import argparse
+    from rlscale.argparsing import OneLineParser
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="rlscale check_task",
         description="Check a task against the VecTask contract: exit 0 if it keeps it, 1 with one line per violation.",
     )

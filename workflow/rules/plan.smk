@@ -1,6 +1,6 @@
 # Stage 2: the exact torchrun command each train job will run, resolved by `rlscale train_multigpu --dry_run`
-# and kept as text. The job adds the port it leases; multi-node plans show the rendezvous host, port and id as
-# placeholders, known only inside the allocation.
+# and kept as text: on one node exactly what the job runs (it passes no port; torchrun takes a free one); multi-node
+# plans show the rendezvous host, port and id as placeholders, known only inside the allocation.
 
 
 rule plan:

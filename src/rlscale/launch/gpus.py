@@ -147,11 +147,21 @@ def gpu_cpu_affinities(
         nvml.shutdown()
 
 
+def cuda_device_entry(entry: str) -> bool:
+    """Whether CUDA takes ``entry`` of ``CUDA_VISIBLE_DEVICES`` as a device: an index or a ``GPU-``/``MIG-`` UUID.
+
+    CUDA stops at the first entry that is neither (``-1``, a name): that entry and every later one hide nothing but
+    are not devices either.
+    """
+    return entry.isdigit() or entry.startswith(("GPU-", "MIG-"))
+
+
 def visible_gpu_count(environ: Mapping[str, str], nvml_count: GpuCounter = nvml_device_count) -> tuple[int, str]:
     """Return the GPUs visible to this node's ranks (``CUDA_VISIBLE_DEVICES`` entries, else NVML) and the source.
 
-    A failing NVML counts 0 GPUs, with the reason in the source. Raises ``ValueError`` for a ``CUDA_VISIBLE_DEVICES``
-    list with an empty entry.
+    ``CUDA_VISIBLE_DEVICES`` counts as CUDA reads it: up to its first entry that names no device
+    (:func:`cuda_device_entry`), so ``-1`` shows none. A failing NVML counts 0 GPUs, with the reason in the source.
+    Raises ``ValueError`` for a ``CUDA_VISIBLE_DEVICES`` list with an empty entry.
     """
     raw = environ.get("CUDA_VISIBLE_DEVICES")
     if raw is not None:
@@ -161,7 +171,12 @@ def visible_gpu_count(environ: Mapping[str, str], nvml_count: GpuCounter = nvml_
                 f"CUDA_VISIBLE_DEVICES={raw!r} has an empty entry; list device indices or UUIDs separated by "
                 "single commas, e.g. CUDA_VISIBLE_DEVICES=0,1."
             )
-        return sum(1 for entry in entries if entry), f"CUDA_VISIBLE_DEVICES={raw!r}"
+        source = f"CUDA_VISIBLE_DEVICES={raw!r}"
+        stop = next((entry for entry in entries if entry and not cuda_device_entry(entry)), None)
+        if stop is None:
+            return sum(1 for entry in entries if entry), source
+        # CUDA ignores the entry it cannot read and every later one, so -1 is the usual way to hide every GPU.
+        return entries.index(stop), f"{source}, where CUDA stops at {stop!r}: not a device index or UUID"
     try:
         return nvml_count(), "NVML"
     except Exception as exc:  # No driver or no library both mean that no GPU can be used here.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import shlex
 import sys
@@ -33,12 +34,16 @@ from rlscale.launch.command import (
     TRAIN_MULTIGPU,
     LauncherCfg,
     build_launch_command,
+    build_parser,
     forwarded_value,
     parse_launcher_args,
     uses_skrl_jax,
 )
+from rlscale.launch.gpus import visible_gpu_count
 from rlscale.launch.hang_watch import HangWatch
 from rlscale.launch.placement import describe_placement, plan_node
+from rlscale.launch.ports import port_taken
+from rlscale.launch.torch_gpus import TorchGpuProbe, gpu_rank_shortfall, probe_torch_gpus
 from rlscale.run.spec import RUN_SPEC_ENV, JobShape, write_spec
 
 if TYPE_CHECKING:
@@ -89,10 +94,16 @@ def _rank_reports(status_dir: Path) -> dict[str, dict]:
 
 
 def _describe_failures(reports: dict[str, dict]) -> list[str]:
+    """One phrase per failed rank, the first to fail first: the others' errors (a broken connection) are mostly its
+    symptoms."""
+    failed = sorted(
+        ((name, report) for name, report in reports.items() if report["exit_code"] != 0),
+        key=lambda item: item[1].get("failed_at", math.inf),
+    )
     return [
-        f"{name.replace('_', ' ')} exited {report['exit_code']}" + (f" ({report['error']})" if report["error"] else "")
-        for name, report in reports.items()
-        if report["exit_code"] != 0
+        f"{name.replace('_', ' ')}{' failed first:' if index == 0 and len(failed) > 1 else ''} exited "
+        f"{report['exit_code']}" + (f" ({report['error']})" if report["error"] else "")
+        for index, (name, report) in enumerate(failed)
     ]
 
 
@@ -106,8 +117,12 @@ def failed_ranks(status_dir: Path, nproc_per_node: int) -> list[str]:
     """Describe each local rank that reported a non-zero exit, and how many never reported at all."""
     reports = _rank_reports(status_dir)
     failed = _describe_failures(reports)
-    if len(reports) < nproc_per_node:
-        seen = ", ".join(reports) or "none"
+    if not reports:
+        failed.append(
+            f"none of the {nproc_per_node} rank(s) reported an exit status: the cause is torchrun's error above"
+        )
+    elif len(reports) < nproc_per_node:
+        seen = ", ".join(reports)
         failed.append(f"{nproc_per_node - len(reports)} rank(s) never reported an exit status (reported: {seen})")
     return failed
 
@@ -138,6 +153,12 @@ def job_shape(args: Namespace) -> JobShape:
     return JobShape(nodes * per_node if nodes and per_node else None, nodes)
 
 
+def ranks_on_cpu(forwarded: Sequence[str]) -> bool:
+    """Whether the ranks are CPU processes: the launcher forwards ``--device cpu`` to every CPU rank
+    (:func:`rlscale.launch.command.parse_launcher_args`); any other rank is a GPU rank."""
+    return (forwarded_value(forwarded, "--device") or "cuda").partition(":")[0] == "cpu"
+
+
 def plan_placement(
     args: Namespace, forwarded: Sequence[str], cfg: LauncherCfg, environ: Mapping[str, str]
 ) -> NodePlacement | None:
@@ -145,20 +166,48 @@ def plan_placement(
     places none, or while torchrun is left to count the ranks (a dry run on a host without GPUs)."""
     if not cfg.places_ranks or not isinstance(args.nproc_per_node, int):
         return None
-    device = forwarded_value(forwarded, "--device") or "cuda"
-    return plan_node(args.cpu_binding, args.nproc_per_node, device.partition(":")[0] == "cpu", environ)
+    return plan_node(args.cpu_binding, args.nproc_per_node, ranks_on_cpu(forwarded), environ)
+
+
+def static_rendezvous_port(args: Namespace, forwarded: Sequence[str]) -> int | None:
+    """The port torchrun's static rendezvous listens on here: ``--master_port`` on node 0 (other nodes connect to
+    it); None when this node binds no fixed port (one node without ``--master_port`` takes a free one, c10d
+    rendezvous, skrl's JAX launcher)."""
+    static = args.rdzv_backend in (None, "static") and args.rdzv_endpoint is None
+    node_zero = args.node_rank in (None, "0")
+    if args.master_port is None or not static or not node_zero or uses_skrl_jax(args, forwarded):
+        return None
+    return int(args.master_port)
 
 
 def resolve_launch(
-    argv: Sequence[str], cfg: LauncherCfg, environ: Mapping[str, str], check_ranks: RankCheck | None = None
+    argv: Sequence[str],
+    cfg: LauncherCfg,
+    environ: Mapping[str, str],
+    check_ranks: RankCheck | None = None,
+    torch_gpus: TorchGpuProbe = probe_torch_gpus,
 ) -> Launch:
     """Parse the launcher's options, check and resolve the ranks' (``check_ranks``) and build the command.
 
     ``check_ranks`` runs here, so that a bad argument is one line and exit code 2 before any process starts, not the
-    same error from every rank under torchrun's failure report.
+    same error from every rank under torchrun's failure report. Then a launch of GPU ranks asks torch
+    (``torch_gpus``) whether it can run them: GPU ranks never fall back to the CPU. And the port that node 0 of a
+    static rendezvous listens on must be free. A ``--dry_run`` skips both: it needs no torch, and the job it prints
+    runs later, maybe elsewhere.
     """
     args, forwarded = parse_launcher_args(argv, cfg, environ)
     spec = check_ranks(args, forwarded) if check_ranks is not None else None
+    if not args.dry_run and not ranks_on_cpu(forwarded):
+        shortfall = gpu_rank_shortfall(args.nproc_per_node, visible_gpu_count(environ)[1], torch_gpus())
+        if shortfall is not None:
+            build_parser(cfg).error(shortfall)
+    port = None if args.dry_run else static_rendezvous_port(args, forwarded)
+    reason = None if port is None else port_taken(port)
+    if reason is not None:
+        build_parser(cfg).error(
+            f"--master_port {port} cannot be bound on this host ({reason}): another job's rendezvous holds it? Pick a "
+            "free port, or on one node leave --master_port out and torchrun takes a free one."
+        )
     command = build_launch_command(args, forwarded, cfg, environ)
     return Launch(args, forwarded, command, spec, plan_placement(args, forwarded, cfg, environ))
 
@@ -169,6 +218,7 @@ def run_launcher(
     environ: Mapping[str, str] | None = None,
     *,
     check_ranks: RankCheck | None = None,
+    torch_gpus: TorchGpuProbe = probe_torch_gpus,
 ) -> int:
     """Resolve a launch (:func:`resolve_launch`) and start it (:func:`start_launch`).
 
@@ -177,9 +227,10 @@ def run_launcher(
         cfg: Launcher configuration.
         environ: Environment of the launch; default ``os.environ``.
         check_ranks: Checks and resolves the ranks' arguments.
+        torch_gpus: Tells what CUDA devices torch offers GPU ranks.
     """
     environ = os.environ if environ is None else environ
-    return start_launch(resolve_launch(argv, cfg, environ, check_ranks), environ)
+    return start_launch(resolve_launch(argv, cfg, environ, check_ranks, torch_gpus), environ)
 
 
 def start_launch(launch: Launch, environ: Mapping[str, str] | None = None) -> int:

@@ -2,7 +2,8 @@
 
 ``record`` hands a failing rank's traceback to torchrun, which prints it as the root cause even when the console shows
 only local rank 0. skrl's JAX launcher exits 0 whatever its children do, so each rank also leaves its exit status in
-``$RLSCALE_STATUS_DIR`` for the launcher to read. Each rank also beats for the launcher's hang watchdog
+``$RLSCALE_STATUS_DIR`` for the launcher to read, with the time it failed, so that the launcher's summary names the
+rank that failed first before the symptoms of the others. Each rank also beats for the launcher's hang watchdog
 (:mod:`rlscale.heartbeat`) and stops itself should the launcher die (:mod:`.orphans`).
 
 A rank whose failure follows a peer's (its collective broke when the peer died) waits a moment before it exits, so that
@@ -36,7 +37,7 @@ def run_rank(main: Callable[[list[str]], int], argv: list[str]) -> int:
     supervisor = os.environ.get(SUPERVISOR_PID_ENV)
     guard_rank(rank, int(supervisor) if supervisor else None)
     heartbeat.beat("startup")
-    status = {"exit_code": 1, "error": None}
+    status: dict = {"exit_code": 1, "error": None}
     try:
         status["exit_code"] = record(main)(argv)
         return status["exit_code"]
@@ -47,6 +48,8 @@ def run_rank(main: Callable[[list[str]], int], argv: list[str]) -> int:
         status["error"] = f"{type(error).__name__}: {error}"
         raise
     finally:
+        if status["exit_code"] != 0:
+            status["failed_at"] = time.time()  # the ranks of a node share its clock
         heartbeat.beat("finished")
         status_dir = os.environ.get(STATUS_DIR_ENV)
         if status_dir:

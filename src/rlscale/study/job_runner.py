@@ -83,25 +83,24 @@ def run_leased(
     gpus: int,
     granted: int,
     world_size: int,
-    port_option: str | None = "--master_port",
     stdout: TextIO | None = None,
     environ: Mapping[str, str] | None = None,
     rule: str = "this job",
     before: Callable[[], None] | None = None,
 ) -> int:
-    """Hold the host, lease ``gpus`` GPU ids (and a port) on it, then run ``command`` on them.
+    """Hold the host, lease ``gpus`` GPU ids on it, then run ``command`` on them.
 
-    The host is held alone when ``rule`` is one of :data:`EXCLUSIVE_HOST_RULES`, else shared; always before the GPUs
-    and the port, the order that keeps two jobs from each holding what the other waits for.
-    ``CUDA_VISIBLE_DEVICES`` is set to the leased ids and ``port_option PORT`` is appended to ``command``. Inside a
-    SLURM job the allocation already owns its GPUs, so only the port is leased.
+    The host is held alone when ``rule`` is one of :data:`EXCLUSIVE_HOST_RULES`, else shared; always before the GPUs,
+    the order that keeps two jobs from each holding what the other waits for. ``CUDA_VISIBLE_DEVICES`` is set to the
+    leased ids. Inside a SLURM job the allocation already owns its GPUs, so none is leased. No port is passed: on one
+    node torchrun's rendezvous takes a free one from the kernel, so two jobs (of this study or another) never meet on
+    one.
 
     Args:
         command: Command to run (``rlscale ...``).
-        gpus: GPUs the job needs (world size on this node; 0 for CPU ranks, which lease only a port).
+        gpus: GPUs the job needs (world size on this node; 0 for CPU ranks).
         granted: The rule's ``resources.gpu`` as Snakemake expanded it; must equal ``gpus``.
         world_size: The job's world size, for messages.
-        port_option: Option that passes the leased port to ``command``; ``None`` leases no port.
         stdout: Where the command's stdout goes; the inherited stdout when ``None``.
         environ: Base environment; defaults to ``os.environ``.
         rule: The rule's name, for messages, and whether the job holds the host alone.
@@ -116,7 +115,7 @@ def run_leased(
         under_slurm = bool(environ.get("SLURM_JOB_ID"))
         host = acquire_host(rule in EXCLUSIVE_HOST_RULES, environ=environ, label=rule)
         try:
-            lease = acquire(0 if under_slurm else gpus, port=port_option is not None, environ=environ)
+            lease = acquire(0 if under_slurm else gpus, environ=environ)
         except LeaseError:
             host.release()
             raise
@@ -129,11 +128,10 @@ def run_leased(
     with host, lease:
         ids = ",".join(lease.gpu_ids) or ("SLURM allocation" if under_slurm and gpus else "none (CPU ranks)")
         hold = "alone" if host.exclusive else "shared"
-        print(f"[study] leased GPU(s) {ids}, port {lease.port}, host {hold}", file=sys.stderr, flush=True)
-        port_args = [port_option, str(lease.port)] if port_option else []
+        print(f"[study] leased GPU(s) {ids}, host {hold}", file=sys.stderr, flush=True)
         if before is not None:
             before()
-        return run_command([*command, *port_args], lease.environment(environ), [*host.fds, *lease.fds], stdout)
+        return run_command(command, lease.environment(environ), [*host.fds, *lease.fds], stdout)
 
 
 def first_node(environ: Mapping[str, str]) -> str:
@@ -209,7 +207,7 @@ def launch(
 ) -> int:
     """Run a multi-GPU ``rlscale`` command (``train_multigpu``, ``benchmark <workflow>_multigpu``) at a world size.
 
-    On one node it leases ``world_size`` GPUs (none for CPU ranks) and a port and passes ``--num_gpus``; on several
+    On one node it leases ``world_size`` GPUs (none for CPU ranks) and passes ``--num_gpus``; on several
     it is one ``srun`` task per node with a c10d rendezvous (:func:`run_multinode`).
     """
     if nodes > 1:

@@ -1,10 +1,11 @@
-"""Host-wide leases of GPU ids and rendezvous ports, so that concurrent Snakemake jobs never share either, and of the
-host itself, so that a job measuring speed never runs beside another job.
+"""Host-wide leases of GPU ids, so that concurrent Snakemake jobs never share one, and of the host itself, so that a
+job measuring speed never runs beside another job.
 
 Snakemake's ``resources: gpu=N`` is only a counter: it never says *which* GPUs a job may use, and jobs inherit the
 caller's ``CUDA_VISIBLE_DEVICES`` unchanged. Before a job starts torchrun, its launcher therefore takes N ids from a
-pool of lock files, one per visible GPU id, and one port from a range of port lock files. Locks are ``fcntl.flock``
-locks on open files, so the kernel frees them when the last process holding the file closes it, even after SIGKILL.
+pool of lock files, one per visible GPU id. Locks are ``fcntl.flock`` locks on open files, so the kernel frees them
+when the last process holding the file closes it, even after SIGKILL. No port is leased: a single-node job passes none
+and torchrun's rendezvous takes a free one from the kernel, which no other program on the host can hold.
 
 The directory is ``$RLSCALE_LEASE_DIR`` (default :data:`DEFAULT_LEASE_DIR`), shared by every user of the host: the
 files are opened read-only (``flock`` needs no write access) and the directory is world-writable and sticky like
@@ -12,7 +13,7 @@ files are opened read-only (``flock`` needs no write access) and the directory i
 ``CUDA_VISIBLE_DEVICES``, else NVML's device indices.
 
 The host lease (:func:`acquire_host`) is a reader-writer lock on one file: every job that computes shares it, and a
-job that measures speed holds it alone. A job takes it **before** its GPUs and port, everywhere, so no two jobs can
+job that measures speed holds it alone. A job takes it **before** its GPUs, everywhere, so no two jobs can
 each hold one while waiting for the other. Shared holders pass a gate first that an exclusive waiter closes, so a
 stream of overlapping shared jobs cannot starve a speed measurement.
 """
@@ -22,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -36,17 +36,13 @@ LEASE_DIR_ENV = "RLSCALE_LEASE_DIR"
 """Directory of the lock files; every job of a host must use the same one."""
 LEASE_GPUS_ENV = "RLSCALE_LEASE_GPUS"
 """Comma-separated GPU ids that replace the visible GPUs as the pool (tests use fake ids)."""
-LEASE_PORTS_ENV = "RLSCALE_LEASE_PORTS"
-"""Rendezvous port range ``LOW-HIGH`` (inclusive) leased from."""
 LEASE_TIMEOUT_ENV = "RLSCALE_LEASE_TIMEOUT_S"
 """Seconds to wait for a lease before failing; unset waits as long as it takes."""
 
 DEFAULT_LEASE_DIR = "/tmp/rlscale-lease"
 """Host-wide: one directory for all users, so that two users' jobs cannot share a GPU either."""
-DEFAULT_PORTS = range(29600, 29800)
-"""Above torchrun's default 29500, which hand-started jobs use without leasing it."""
 POLL_INTERVAL_S = 0.2
-"""Pause between attempts while every suitable GPU or port is leased."""
+"""Pause between attempts while the GPUs a job needs are leased."""
 WAIT_REPORT_S = 30.0
 """How often a waiting job says what it waits for."""
 HOST_LOCK = "host.lock"
@@ -71,17 +67,6 @@ def gpu_pool(environ: Mapping[str, str], nvml_count: Callable[[], int] = nvml_de
         return [], f"NVML unavailable: {exc or type(exc).__name__}"
 
 
-def port_range(environ: Mapping[str, str]) -> range:
-    """Return the leased port range, from ``$RLSCALE_LEASE_PORTS`` (``LOW-HIGH``) or :data:`DEFAULT_PORTS`."""
-    raw = environ.get(LEASE_PORTS_ENV)
-    if not raw:
-        return DEFAULT_PORTS
-    low, _, high = raw.partition("-")
-    if not (low.isdigit() and high.isdigit() and 1024 <= int(low) <= int(high) <= 65535):
-        raise LeaseError(f"{LEASE_PORTS_ENV}={raw!r} must be LOW-HIGH with 1024 <= LOW <= HIGH <= 65535.")
-    return range(int(low), int(high) + 1)
-
-
 def _lease_dir(environ: Mapping[str, str]) -> Path:
     """Create the lock directory world-writable and sticky, so every user of the host shares it."""
     path = Path(environ.get(LEASE_DIR_ENV) or DEFAULT_LEASE_DIR)
@@ -101,16 +86,6 @@ def _try_lock(path: Path) -> int | None:
         os.close(fd)
         return None
     return fd
-
-
-def _port_bindable(port: int) -> bool:
-    """Return whether nothing outside the lease (another program) listens on ``port``."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("", port))
-        except OSError:
-            return False
-    return True
 
 
 class HeldLocks:
@@ -134,12 +109,10 @@ class HeldLocks:
 
 @dataclass
 class Lease(HeldLocks):
-    """GPU ids and a port held by this process (and by children it passes :attr:`fds` to) until released."""
+    """GPU ids held by this process (and by children it passes :attr:`fds` to) until released."""
 
     gpu_ids: tuple[str, ...]
     """Leased GPU ids, in pool order; empty for CPU ranks."""
-    port: int | None
-    """Leased rendezvous port, or ``None`` when none was asked for."""
     fds: list[int] = field(default_factory=list, repr=False)
     """Open lock files; each lock lasts while any process holds its fd."""
 
@@ -151,21 +124,15 @@ class Lease(HeldLocks):
         return env
 
 
-def _grab(
-    directory: Path, prefix: str, names: list[str], count: int, usable: Callable[[str], bool] = lambda name: True
-) -> list[tuple[str, int]]:
+def _grab(directory: Path, prefix: str, names: list[str], count: int) -> list[tuple[str, int]]:
     """Lock ``count`` of ``names`` (``<prefix><name>.lock``), or none of them: all-or-nothing."""
     held: list[tuple[str, int]] = []
     for name in names:
         if len(held) == count:
             break
         fd = _try_lock(directory / f"{prefix}{name}.lock")
-        if fd is None:
-            continue
-        if usable(name):
+        if fd is not None:
             held.append((name, fd))
-        else:
-            os.close(fd)
     if len(held) < count:
         for _, fd in held:
             os.close(fd)
@@ -176,20 +143,18 @@ def _grab(
 def acquire(
     num_gpus: int,
     *,
-    port: bool = True,
     environ: Mapping[str, str] | None = None,
     nvml_count: Callable[[], int] = nvml_device_count,
     timeout_s: float | None = None,
     log: TextIO = sys.stderr,
 ) -> Lease:
-    """Lease ``num_gpus`` GPU ids from the host pool and, if ``port``, one free rendezvous port; wait if all are taken.
+    """Lease ``num_gpus`` GPU ids from the host pool; wait while too few are free.
 
-    The GPUs and the port are taken together under a pool-wide lock, so two jobs never each hold half of what both
-    need (which would make both wait forever) and a job never holds GPUs while it waits for a port.
+    The GPUs are taken together under a pool-wide lock, so two jobs never each hold half of what both need (which
+    would make both wait forever).
 
     Args:
-        num_gpus: GPU ids to lease; 0 for CPU ranks, which lease only the port.
-        port: Whether to lease a port too.
+        num_gpus: GPU ids to lease; 0 for CPU ranks, which lease none.
         environ: Environment giving the pool and settings; defaults to ``os.environ``.
         nvml_count: GPU counter used when neither ``$RLSCALE_LEASE_GPUS`` nor ``CUDA_VISIBLE_DEVICES`` is set.
         timeout_s: Give up after this long; defaults to ``$RLSCALE_LEASE_TIMEOUT_S``, else waits indefinitely.
@@ -208,7 +173,6 @@ def acquire(
             f"this job needs {num_gpus} GPU(s) but the host's pool has {len(pool)} ({source or 'no GPU'}); "
             "lower the world size or expose more GPUs via CUDA_VISIBLE_DEVICES."
         )
-    ports = [str(number) for number in port_range(environ)] if port else []
     if timeout_s is None and environ.get(LEASE_TIMEOUT_ENV):
         timeout_s = float(environ[LEASE_TIMEOUT_ENV])
     directory = _lease_dir(environ)
@@ -219,22 +183,14 @@ def acquire(
             fcntl.flock(pool_fd, fcntl.LOCK_EX)  # Held only while trying locks, never while waiting.
             gpus = _grab(directory, "gpu-", pool, num_gpus)
             if gpus or not num_gpus:
-                held_port = _grab(directory, "port-", ports, 1, lambda name: _port_bindable(int(name))) if port else []
-                if held_port or not port:
-                    return Lease(
-                        gpu_ids=tuple(name for name, _ in gpus),
-                        port=int(held_port[0][0]) if held_port else None,
-                        fds=[fd for _, fd in (*gpus, *held_port)],
-                    )
-                for _, fd in gpus:
-                    os.close(fd)
+                return Lease(gpu_ids=tuple(name for name, _ in gpus), fds=[fd for _, fd in gpus])
         finally:
             os.close(pool_fd)
         now = time.monotonic()
         if timeout_s is not None and now - started > timeout_s:
-            raise LeaseError(f"no lease of {num_gpus} GPU(s) and a port within {timeout_s:g} s (lock dir {directory}).")
+            raise LeaseError(f"no lease of {num_gpus} GPU(s) within {timeout_s:g} s (lock dir {directory}).")
         if now - last_report > WAIT_REPORT_S:
-            print(f"[lease] waiting {now - started:.0f} s for {num_gpus} GPU(s) of {pool} and a port", file=log)
+            print(f"[lease] waiting {now - started:.0f} s for {num_gpus} GPU(s) of {pool}", file=log)
             last_report = now
         time.sleep(POLL_INTERVAL_S)
 

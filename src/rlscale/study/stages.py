@@ -53,7 +53,7 @@ def validate(
     Returns:
         0 if the task conforms and the run passes :data:`~rlscale.study.verdict.VALIDATION_CRITERION`, else non-zero.
     """
-    lease = {"gpus": gpus, "granted": granted, "world_size": 1, "port_option": None, "rule": "validate"}
+    lease = {"gpus": gpus, "granted": granted, "world_size": 1, "rule": "validate"}
     num_envs = forwarded_value(train_args, "--num_envs")
     check = rlscale_command(
         "check_task",

@@ -17,6 +17,7 @@ import copy
 import difflib
 import functools
 import importlib
+import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -25,7 +26,14 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from rlscale.tasks.overrides import with_overrides
-from rlscale.tasks.plugins import installed_plugins, one_line, source_of, split_qualified
+from rlscale.tasks.plugins import (
+    PluginSettingError,
+    disable_hint,
+    installed_plugins,
+    one_line,
+    source_of,
+    split_qualified,
+)
 
 if TYPE_CHECKING:
     from rlscale.tasks.base import TaskCfg, VecTask
@@ -36,10 +44,11 @@ class TaskSpec:
     """What the registry knows about one task."""
 
     task_id: str
-    entry_point: str
-    """``module:attribute`` of the task's class, or of a factory that imports a heavy backend only when called."""
-    cfg_entry_point: str
-    """``module:attribute`` of the task's :class:`~rlscale.tasks.base.TaskCfg` subclass."""
+    entry_point: str | Callable[..., VecTask]
+    """The task's class, or a factory that imports a heavy backend only when called; or its ``module:attribute``,
+    imported only when asked for."""
+    cfg_entry_point: str | type[TaskCfg]
+    """The task's :class:`~rlscale.tasks.base.TaskCfg` subclass, or its ``module:attribute``."""
     agent_cfg_files: dict[str, str]
     """Library name → YAML file name, relative to the ``agents/`` folder next to the task's module. A library left
     out trains with rlscale's generic defaults (:mod:`rlscale.rl.agent_defaults`)."""
@@ -57,12 +66,12 @@ class TaskSpec:
     @property
     def task_class(self) -> Callable[[TaskCfg], VecTask]:
         """The task's class or factory (importing its module, and so torch)."""
-        return _import(self.entry_point)
+        return _import(self.entry_point) if isinstance(self.entry_point, str) else self.entry_point
 
     @property
     def cfg_class(self) -> type[TaskCfg]:
         """The task's config class (importing its module, and so torch)."""
-        return _import(self.cfg_entry_point)
+        return _import(self.cfg_entry_point) if isinstance(self.cfg_entry_point, str) else self.cfg_entry_point
 
 
 _REGISTRY: dict[str, TaskSpec] = {}
@@ -86,8 +95,8 @@ class TaskPluginError(UnknownTaskError):
 
 def register_task(
     task_id: str,
-    entry_point: str,
-    cfg_entry_point: str,
+    entry_point: str | Callable[..., VecTask],
+    cfg_entry_point: str | type[TaskCfg],
     agent_cfg_files: dict[str, str],
     package: str,
     check_available: Callable[[], None] | None = None,
@@ -96,6 +105,9 @@ def register_task(
     closest_for: Mapping[str, str] | None = None,
 ) -> None:
     """Register a task under a case-sensitive id.
+
+    The task's class and config class are given as ``module:attribute`` strings (imported only when asked for, so
+    that listing the tasks needs no torch) or, as gymnasium allows, as the objects themselves.
 
     Args:
         task_id: The canonical id, as listed and as named in run directories.
@@ -110,10 +122,14 @@ def register_task(
             reason it is only the closest; they are refused with that line.
 
     Raises:
-        ValueError: if an id or alias is taken or has a ``:`` (reserved for ``module:Task-Id``), an entry point is
-            not ``module:attribute``, or an agent config is missing or not a YAML mapping.
+        ValueError: if an id or alias is not a string, is taken or has a ``:`` (reserved for ``module:Task-Id``), an
+            entry point is neither ``module:attribute`` nor a class (a callable for ``entry_point``), or an agent
+            config is missing or not a YAML mapping.
     """
     closest_for = dict(closest_for or {})
+    for name in (task_id, *aliases, *closest_for):
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"task id {name!r} ({type(name).__name__}) must be a non-empty string")
     for name in (task_id, *aliases, *closest_for):
         if name in _REGISTRY or name in _ALIASES or name in _CLOSEST:
             owner = _REGISTRY.get(_ALIASES.get(name, name))
@@ -121,9 +137,8 @@ def register_task(
             raise ValueError(f"task id {name!r} is already registered{by}")
         if ":" in name:
             raise ValueError(f"task id {name!r}: ':' is reserved for package.module:Task-Id")
-    for path in (entry_point, cfg_entry_point):
-        if not all(path.partition(":")[::2]):
-            raise ValueError(f"task {task_id!r}: entry point {path!r} is not module:attribute")
+    _check_entry_point(task_id, "entry_point", entry_point, "the task's class or a factory", callable)
+    _check_entry_point(task_id, "cfg_entry_point", cfg_entry_point, "its config class", inspect.isclass)
     for file_name in agent_cfg_files.values():
         _read_agent_cfg(task_id, package, file_name)
     _REGISTRY[task_id] = TaskSpec(
@@ -138,6 +153,18 @@ def register_task(
     )
     _ALIASES.update(dict.fromkeys(aliases, task_id))
     _CLOSEST.update((name, (task_id, reason)) for name, reason in closest_for.items())
+
+
+def _check_entry_point(task_id: str, name: str, value: object, kind: str, accepts: Callable[[object], bool]) -> None:
+    """Refuse an entry point that is neither ``module:attribute`` nor an object ``accepts``, saying what it expects."""
+    if isinstance(value, str) and all(value.partition(":")[::2]):
+        return
+    if not isinstance(value, str) and accepts(value):
+        return
+    raise ValueError(
+        f"task {task_id!r}: {name} must be a 'module:attribute' string or {kind}, got {value!r} "
+        f"({type(value).__name__})"
+    )
 
 
 def list_tasks() -> list[str]:
@@ -227,8 +254,9 @@ def _import(entry_point: str) -> Any:
     return getattr(importlib.import_module(module), attribute)
 
 
-def _load_plugin(name: str, load: Callable[[], object]) -> None:
-    """Run ``load`` (a plug-in's import); if it fails, take back what it registered and raise one line naming it."""
+def _load_plugin(name: str, load: Callable[[], object], hint: str = "") -> None:
+    """Run ``load`` (a plug-in's import); if it fails, take back what it registered and raise one line naming it and
+    ``hint``, how to do without it."""
     before = (set(_REGISTRY), set(_ALIASES), set(_CLOSEST))
     try:
         load()
@@ -236,7 +264,7 @@ def _load_plugin(name: str, load: Callable[[], object]) -> None:
         for table, kept in zip((_REGISTRY, _ALIASES, _CLOSEST), before, strict=True):
             for key in set(table) - kept:
                 del table[key]
-        raise TaskPluginError(f"task plug-in {name}: {one_line(error)}") from error
+        raise TaskPluginError(f"task plug-in {name}: {one_line(error)}{'; ' + hint if hint else ''}") from error
 
 
 def _register_installed_tasks() -> None:
@@ -245,9 +273,13 @@ def _register_installed_tasks() -> None:
     _register_builtin_tasks()
     if _PLUGINS_LOADED:
         return
-    for plugin in installed_plugins():
+    try:
+        plugins = installed_plugins()
+    except PluginSettingError as error:
+        raise TaskPluginError(str(error)) from None
+    for plugin in plugins:
         if plugin.name not in _LOADED_PLUGINS:
-            _load_plugin(plugin.name, plugin.entry_point.load)
+            _load_plugin(plugin.name, plugin.entry_point.load, disable_hint(plugin))
             _LOADED_PLUGINS.add(plugin.name)
     _PLUGINS_LOADED = True
 
