@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from rlscale.argparsing import OneLineParser
-from rlscale.dist import rank_info
+from rlscale.dist import collective_timeout, rank_info
 from rlscale.faults import fault_from_environment
 from rlscale.resume import AUTO
 from rlscale.rl import ADAPTERS
@@ -162,6 +162,7 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace, lau
         parser.error(f"--sync_check_interval must be non-negative (got {args.sync_check_interval})")
     try:
         fault_from_environment()
+        collective_timeout()
     except ValueError as error:
         parser.error(str(error))
     if args.seed is not None and args.seed < 0:
