@@ -8,12 +8,21 @@ a dry run does not load; the job itself is replaced by a stub that fails the tes
 
 from __future__ import annotations
 
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from test_bad_inputs import case, run_case, tree
 
 TRAIN = "train --task Isaac-Cartpole --device cpu"
 MULTI = "train_multigpu --task Isaac-Cartpole --device cpu --num_gpus 2"
 BENCH_MULTI = "benchmark training_multigpu --task Isaac-Cartpole --device cpu --num_gpus 2"
+READ_ONLY = "/sys"
+"""A folder nobody may create files in, root included (sysfs)."""
 
 CATALOGUE = [
     # --- agent overrides: the type of the default, the library's range
@@ -60,6 +69,16 @@ CATALOGUE = [
          "number of seconds > 0", env={"RLSCALE_COLLECTIVE_TIMEOUT": "ten"}),
     case("env-collective-timeout-zero", TRAIN, "RLSCALE_COLLECTIVE_TIMEOUT='0'", "> 0",
          env={"RLSCALE_COLLECTIVE_TIMEOUT": "0"}),
+    # --- files: folders that cannot be written (a read-only file system refuses root too)
+    case("log-root-read-only", f"{TRAIN} --log_root {READ_ONLY}/logs", f"--log_root {READ_ONLY}/logs",
+         "cannot write in", "a directory you can write"),
+    case("log-root-read-only-launcher", f"{MULTI} --log_root {READ_ONLY}/logs", "rlscale train_multigpu: error:",
+         "cannot write in", "a directory you can write"),
+    case("log-root-under-a-file", f"{TRAIN} --log_root notes.txt/logs", "--log_root notes.txt/logs",
+         "notes.txt is a file", files=("notes.txt",)),
+    case("output-path-read-only", f"benchmark training --task Isaac-Cartpole --device cpu --output_path "
+         f"{READ_ONLY}/bundle.json", f"--output_path {READ_ONLY}/bundle.json", "cannot write in",
+         "a directory you can write"),
 ]  # fmt: skip
 
 
@@ -76,3 +95,82 @@ def test_one_line_exit_2_nothing_written(item, tmp_path, monkeypatch, capsys):
     missing = [text for text in item.needs if text not in lines[0]]
     assert not missing, f"{missing} not in: {lines[0]}"
     assert tree(tmp_path) == before
+
+
+def write_checkpoint(folder: Path, top_key: str, inputs: int, run: tuple[str, str] | None = None) -> Path:
+    """A checkpoint whose policy (under ``top_key``) reads ``inputs`` observations, with its run's manifest when
+    ``run`` (task, library) is given."""
+    import torch
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "model_1.pt"
+    torch.save({top_key: {"mlp.0.weight": torch.zeros(32, inputs)}, "iter": 1}, path)
+    if run is not None:
+        (folder / "manifest.json").write_text(json.dumps({"args": {"task": run[0], "rl_library": run[1]}}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("command", "top_key", "inputs", "run", "needs"),
+    [
+        (MULTI, "actor_state_dict", 4, ("Isaac-Cartpole-Direct", "rsl_rl"),
+         ["run of Isaac-Cartpole-Direct with rsl_rl", "this run is Isaac-Cartpole with rsl_rl"]),
+        (f"{MULTI} --rl_library skrl", "actor_state_dict", 4, None,
+         ["a rsl_rl checkpoint", "this run is Isaac-Cartpole with skrl", "pass --rl_library rsl_rl"]),
+        (TRAIN, "policy", 4, None, ["a skrl checkpoint", "this run is Isaac-Cartpole with rsl_rl"]),
+        (MULTI, "actor_state_dict", 34, None,
+         ["reads 34 observations", "Isaac-Cartpole's policy observations are 4"]),
+    ],
+    ids=["other-task-launcher", "other-library-launcher", "other-library-train", "other-shapes-launcher"],
+)  # fmt: skip
+def test_resume_checkpoint_of_another_run(command, top_key, inputs, run, needs, tmp_path, monkeypatch, capsys):
+    """A checkpoint of another task, library or observation size: one line naming both, before any rank starts."""
+    monkeypatch.chdir(tmp_path)
+    path = write_checkpoint(tmp_path / "old_run", top_key, inputs, run)
+    before = tree(tmp_path)
+    code, out, lines = run_case(case("resume", f"{command} --resume {path}", "x"), tmp_path, monkeypatch, capsys)
+    assert (code, out, len(lines)) == (2, "", 1), lines
+    assert all(text in lines[0] for text in [f"--resume {path}", *needs]), lines[0]
+    assert tree(tmp_path) == before
+
+
+def test_full_disk_is_one_line(tmp_path):
+    """ENOSPC while the run writes (its manifest goes to /dev/full): one line and exit 1, no traceback."""
+    run_dir = tmp_path / "logs" / "rsl_rl" / "Isaac-Cartpole" / "stamp"
+    run_dir.mkdir(parents=True)
+    (run_dir / ".manifest.json.tmp").symlink_to("/dev/full")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "RLSCALE_RUN_TIMESTAMP": "stamp"}
+    env.pop("RLSCALE_INJECT_FAULT", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "rlscale", *shlex.split(TRAIN), "--log_root", "logs", "--num_envs", "4"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    lines = result.stderr.splitlines()
+    assert (result.returncode, len(lines)) == (1, 1), result.stderr
+    assert lines[0].startswith("rlscale train: error: No space left on device") and "free space there" in lines[0]
+
+
+@pytest.mark.parametrize("stop", ["crash", "interrupt"])
+def test_stopped_manifest_keeps_finished_iterations(stop, tmp_path, monkeypatch):
+    """A run stopped at iteration 2 (crashed, or Ctrl-C) keeps the records of iterations 0 and 1 in its manifest."""
+    from rlscale.faults import Fault
+    from rlscale.run.train import main as train_main
+
+    monkeypatch.setenv("RLSCALE_INJECT_FAULT", "crash:rank=0,iteration=2")
+    if stop == "interrupt":
+
+        def interrupt(self, rank, iteration, parameters=None):
+            if iteration == self.iteration:
+                raise KeyboardInterrupt
+
+        monkeypatch.setattr(Fault, "trigger_if_due", interrupt)
+    argv = [*shlex.split(TRAIN)[1:], "--num_envs", "4", "--max_iterations", "4", "--log_root", str(tmp_path)]
+    if stop == "crash":
+        with pytest.raises(RuntimeError, match="injected crash"):
+            train_main(argv)
+    else:
+        assert train_main(argv) == 130
+    (manifest_path,) = tmp_path.rglob("manifest.json")
+    manifest = json.loads(manifest_path.read_text())
+    assert manifest["status"] == {"crash": "crashed", "interrupt": "interrupted"}[stop]
+    assert [record["iteration"] for record in manifest["iterations"]] == [0, 1]

@@ -15,6 +15,7 @@ from rlscale.benchmark.options import UNSUPPORTED, add_unsupported, given, jax_m
 from rlscale.benchmark.records import Workflow
 from rlscale.launch.command import LauncherCfg, forwarded_value
 from rlscale.launch.run import RankCheck, job_shape
+from rlscale.paths import unwritable_reason
 from rlscale.run.args import add_train_arguments, parse_command_line
 from rlscale.run.spec import RunSpec, spec_from_args
 
@@ -55,6 +56,9 @@ def check_workflow_args(
     workflow.check(parser, args, multigpu)
     if args.output_path is not None and Path(args.output_path).is_dir():
         parser.error(f"--output_path {args.output_path} is a directory; name the bundle file")
+    unwritable = args.output_path is not None and unwritable_reason(Path(args.output_path).parent)
+    if unwritable:
+        parser.error(f"--output_path {args.output_path}: {unwritable}; name a file in a directory you can write")
 
 
 def seed_from_seeds(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from rlscale.argparsing import OneLineParser
 from rlscale.dist import collective_timeout, rank_info
 from rlscale.faults import fault_from_environment
+from rlscale.paths import unwritable_reason
 from rlscale.resume import AUTO
 from rlscale.rl import ADAPTERS
 from rlscale.rl.rank_scaling import LR_SCALINGS
@@ -171,6 +172,9 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace, lau
         parser.error(f"--run_name {args.run_name!r} is not a folder name; drop the path separators, e.g. my_run")
     if Path(args.log_root).exists() and not Path(args.log_root).is_dir():
         parser.error(f"--log_root {args.log_root}: is a file, not a directory; name a directory (default logs)")
+    unwritable = unwritable_reason(Path(args.log_root))
+    if unwritable:
+        parser.error(f"--log_root {args.log_root}: {unwritable}; name a directory you can write (default logs)")
     if args.distributed and not launched and rank_info().world_size == 1 and "WORLD_SIZE" not in os.environ:
         parser.error(f"--distributed needs the rank variables of a launcher; use `{launcher}`")
 

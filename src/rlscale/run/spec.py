@@ -178,7 +178,7 @@ def spec_from_args(
         parser.error(f"--task {task_id}: {error}")
     device = _resolve_device(parser, args.device)
     if spec.resume_path is not None:
-        _check_checkpoint(parser, spec.resume_path, args.ml_framework)
+        _check_checkpoint(parser, spec.resume_path, args.ml_framework, task_id, args.rl_library)
     try:
         agent_cfg = agent_defaults.agent_cfg(task_id, args.rl_library)  # the task's own YAML, else the defaults
     except ValueError as error:
@@ -272,7 +272,10 @@ def _resolve_device(parser: argparse.ArgumentParser, requested: str | None) -> s
     return requested if index else "cuda:0"  # libraries compare device strings, so name the index
 
 
-def _check_checkpoint(parser: argparse.ArgumentParser, path: Path, ml_framework: str) -> None:
+def _check_checkpoint(
+    parser: argparse.ArgumentParser, path: Path, ml_framework: str, task_id: str, rl_library: str
+) -> None:
+    from rlscale.rl.checkpoint_fit import CheckpointMismatch, check_checkpoint_fits
     from rlscale.rl.common import check_weights_only
 
     if path.is_dir():
@@ -283,10 +286,14 @@ def _check_checkpoint(parser: argparse.ArgumentParser, path: Path, ml_framework:
     if not path.is_file():
         parser.error(f"--resume {path}: no such checkpoint file")
     try:
-        check_weights_only(path, ml_framework)
+        state = check_weights_only(path, ml_framework)
     except ValueError as error:
         cause = type(error.__cause__).__name__ if error.__cause__ else "ValueError"
         parser.error(
             f"--resume {path}: cannot be loaded as weights only ({cause}: damaged, or pickles more than tensors); "
             "pass a checkpoint that the library wrote (model_<iteration>.pt, agent_<timestep>.pt|.pickle)"
         )
+    try:
+        check_checkpoint_fits(path, state, task_id, rl_library)
+    except CheckpointMismatch as error:
+        parser.error(f"--resume {path}: {error}")
