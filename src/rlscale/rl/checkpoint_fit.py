@@ -15,7 +15,7 @@ from typing import Any
 from rlscale.tasks import make_task
 
 POLICY_KEYS = {"rsl_rl": "actor_state_dict", "rl_games": "model", "skrl": "policy"}
-"""Library → the top-level key of its checkpoints that holds the policy's weights (rsl-rl-lib 5, rl-games 1.6, skrl 2)."""
+"""Library → the top-level key of its checkpoints holding the policy weights (rsl-rl-lib 5, rl-games 1.6, skrl 2)."""
 
 
 class CheckpointMismatch(ValueError):
