@@ -17,6 +17,7 @@ import pytest
 from example_task import EXAMPLE_TASK, ensure_example_installed
 
 FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+BRANCH = "bool(tensor) (Python control flow on a tensor: if, while, and, or)"
 
 BROKEN_TASKS = textwrap.dedent(
     """
@@ -65,7 +66,34 @@ BROKEN_TASKS = textwrap.dedent(
             self.reset()
 
 
-    for name in ("WrongShape", "HostSync", "BothDone", "LongerThanItSays", "IgnoresSeed"):
+    def host_read(read):
+        # A task whose step reads its outputs back to the host as `read` does, and otherwise keeps the contract.
+
+        class HostRead(PendulumSwingup):
+            def step(self, actions):
+                outputs = super().step(actions)
+                read(outputs[1], outputs[3])
+                return outputs
+
+        return HostRead
+
+
+    def masked_write(reward, truncated):
+        reward.clone()[truncated] = 0.0
+
+
+    HOST_READS = {
+        "MaskedIndex": lambda reward, truncated: reward[truncated],
+        "MaskedWrite": masked_write,
+        "ToCpu": lambda reward, truncated: reward.cpu(),
+        "ToNumpy": lambda reward, truncated: reward.numpy(),
+        "ToList": lambda reward, truncated: reward.tolist(),
+        "Item": lambda reward, truncated: reward.sum().item(),
+        "WhileOnTensor": lambda reward, truncated: [None for _ in range(3) if truncated.all()],
+    }
+    for name, read in HOST_READS.items():
+        globals()[name] = host_read(read)
+    for name in ("WrongShape", "HostSync", "BothDone", "LongerThanItSays", "IgnoresSeed", *HOST_READS):
         register_task(name, f"{__name__}:{name}", "pendulum_task.env:PendulumCfg", {}, package=__name__)
     """
 )
@@ -118,7 +146,14 @@ def broken_tasks(tmp_path_factory) -> str:
     ("task", "violation"),
     [
         ("WrongShape", "step reward: has shape (8, 1), expected (8,)"),
-        ("HostSync", "host sync: step calls aten._local_scalar_dense.default, which waits for the device"),
+        ("HostSync", f"host sync: step calls {BRANCH}, which waits for the device"),
+        ("MaskedIndex", "host sync: step calls masked indexing tensor[mask], which waits for the device"),
+        ("MaskedWrite", "host sync: step calls a masked write tensor[mask] = ..., which waits for the device"),
+        ("ToCpu", "host sync: step calls Tensor.cpu(), which waits for the device"),
+        ("ToNumpy", "host sync: step calls Tensor.numpy(), which waits for the device"),
+        ("ToList", "host sync: step calls Tensor.tolist(), which waits for the device"),
+        ("Item", "host sync: step calls Tensor.item(), which waits for the device"),
+        ("WhileOnTensor", f"host sync: step calls {BRANCH}, which waits for the device"),
         ("BothDone", "step: terminated and truncated are both set for one env (first at step 199)"),
         ("LongerThanItSays", "max_episode_length: an episode ran 151 steps; max_episode_length is 150"),
         ("IgnoresSeed", "determinism: seeds 0 and 1 gave the same trajectory"),
