@@ -82,6 +82,8 @@ def effective_config(
     device, reason = resolve_device(config["device"], environ, nvml_count, hardware_probe)
     resolved["device"], resolved["device_reason"] = device, reason
     resolved["num_envs_per_task"] = resolved.get("num_envs_per_task") or {}
+    if config["device"] == "auto" and device == "cuda" and not config.get("cluster"):
+        _fit_world_sizes(resolved, visible_gpu_count(os.environ if environ is None else environ, nvml_count)[0])
     if config["device"] == "auto" and resolved["device"] == "cpu":
         fallback = config.get("cpu_fallback") or {}
         for key, value in fallback.items():
@@ -96,6 +98,25 @@ def effective_config(
             **{key: copy.deepcopy(fallback_parity.get(key) or {}) for key in PARITY_TASK_KEYS},
         }
     return resolved
+
+
+def _fit_world_sizes(resolved: dict, visible: int) -> None:
+    """Drop the one-node world sizes that need more GPUs than the host has, saying so in ``device_reason``.
+
+    ``device: auto`` studies what this host can run: on one GPU, the default study's world size 2 would only fail
+    when its job starts. Larger sizes (several nodes) are left to :func:`check_config`, which refuses them.
+    """
+    kept = [size for size in resolved["world_sizes"] if size > resolved["gpus_per_node"] or size <= visible]
+    dropped = [size for size in resolved["world_sizes"] if size not in kept]
+    if not dropped:
+        return
+    if not kept:
+        raise ValueError(
+            f"world_sizes: {resolved['world_sizes']} all need more than the {visible} GPU(s) visible; add 1, or run "
+            "with --profile config/profiles/slurm"
+        )
+    resolved["world_sizes"] = kept
+    resolved["device_reason"] += f"; world_sizes {dropped} dropped: they need more GPUs than the {visible} visible"
 
 
 def envs_for(study: Mapping, task: str) -> list[int]:
@@ -278,7 +299,12 @@ def check_config(config: Mapping) -> None:
                 "or remove its entry (an overlay file clears every entry with `num_envs_per_task: null`)."
             )
     for world_size in config["world_sizes"]:
-        nodes_for(world_size, config["gpus_per_node"], config["device"])
+        nodes = nodes_for(world_size, config["gpus_per_node"], config["device"])
+        if nodes > 1 and not config["cluster"]:
+            raise ValueError(
+                f"world_sizes: {world_size} spans {nodes} nodes of gpus_per_node={config['gpus_per_node']}, which "
+                "needs a cluster: run with --profile config/profiles/slurm (docs/cluster.md), or drop it"
+            )
     check_parity(config, keys)
 
 
