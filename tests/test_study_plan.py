@@ -88,7 +88,7 @@ class TestHostFit:
             "config: world_sizes: 16 spans 2 nodes of gpus_per_node=8, which needs a cluster: run with --profile "
             "config/profiles/slurm (docs/cluster.md), or drop it"
         )
-        assert validated({**config, "cluster": True}, "0,1")["world_sizes"] == [1, 16]
+        assert validated({**config, "cluster": "slurm"}, "0,1")["world_sizes"] == [1, 16]
 
 
 def test_plan_lines_name_cells_runs_and_budgets():

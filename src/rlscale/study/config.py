@@ -82,7 +82,7 @@ def effective_config(
     device, reason = resolve_device(config["device"], environ, nvml_count, hardware_probe)
     resolved["device"], resolved["device_reason"] = device, reason
     resolved["num_envs_per_task"] = resolved.get("num_envs_per_task") or {}
-    if config["device"] == "auto" and device == "cuda" and not config.get("cluster"):
+    if config["device"] == "auto" and device == "cuda" and config.get("cluster") != "slurm":
         _fit_world_sizes(resolved, visible_gpu_count(os.environ if environ is None else environ, nvml_count)[0])
     if config["device"] == "auto" and resolved["device"] == "cpu":
         fallback = config.get("cpu_fallback") or {}
@@ -300,7 +300,7 @@ def check_config(config: Mapping) -> None:
             )
     for world_size in config["world_sizes"]:
         nodes = nodes_for(world_size, config["gpus_per_node"], config["device"])
-        if nodes > 1 and not config["cluster"]:
+        if nodes > 1 and config["cluster"] != "slurm":
             raise ValueError(
                 f"world_sizes: {world_size} spans {nodes} nodes of gpus_per_node={config['gpus_per_node']}, which "
                 "needs a cluster: run with --profile config/profiles/slurm (docs/cluster.md), or drop it"
