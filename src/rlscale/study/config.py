@@ -16,6 +16,7 @@ import yaml
 
 from rlscale.launch.gpus import GpuCounter, nvidia_hardware_present, nvml_device_count, visible_gpu_count
 from rlscale.launch.ranks import GpuEvidence, gpus_needed_per_node
+from rlscale.study.lease import LeaseError, check_lease_environment
 from rlscale.tasks import UnknownTaskError, resolve_task_id
 
 DEVICES = ("auto", "cuda", "cpu")
@@ -242,10 +243,11 @@ def validated_config(
     """
     validate_schema(config, schema_path)
     try:
+        check_lease_environment(os.environ if environ is None else environ)
         check_task_ids(config)
         study = effective_config(config, environ, nvml_count, hardware_probe)
         check_config(study)
-    except ValueError as error:
+    except (ValueError, LeaseError) as error:
         raise StudyConfigError(f"config: {error}") from None
     return study
 

@@ -82,6 +82,36 @@ def port_range(environ: Mapping[str, str]) -> range:
     return range(int(low), int(high) + 1)
 
 
+def lease_timeout(environ: Mapping[str, str]) -> float | None:
+    """``$RLSCALE_LEASE_TIMEOUT_S`` in seconds, None when unset (wait as long as it takes).
+
+    Raises:
+        LeaseError: for a value that is not a number of seconds > 0.
+    """
+    raw = environ.get(LEASE_TIMEOUT_ENV)
+    if not raw:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise LeaseError(
+            f"{LEASE_TIMEOUT_ENV}={raw!r} must be a number of seconds > 0; unset it to wait as long as it takes"
+        )
+    return seconds
+
+
+def check_lease_environment(environ: Mapping[str, str]) -> None:
+    """Refuse, before a study starts, the ``RLSCALE_LEASE_*`` values its jobs would fail on.
+
+    Raises:
+        LeaseError: naming the variable, its value and the fix.
+    """
+    port_range(environ)
+    lease_timeout(environ)
+
+
 def _lease_dir(environ: Mapping[str, str]) -> Path:
     """Create the lock directory world-writable and sticky, so every user of the host shares it."""
     path = Path(environ.get(LEASE_DIR_ENV) or DEFAULT_LEASE_DIR)
@@ -209,8 +239,8 @@ def acquire(
             "lower the world size or expose more GPUs via CUDA_VISIBLE_DEVICES."
         )
     ports = [str(number) for number in port_range(environ)] if port else []
-    if timeout_s is None and environ.get(LEASE_TIMEOUT_ENV):
-        timeout_s = float(environ[LEASE_TIMEOUT_ENV])
+    if timeout_s is None:
+        timeout_s = lease_timeout(environ)
     directory = _lease_dir(environ)
     started = last_report = time.monotonic()
     while True:
@@ -292,8 +322,8 @@ def acquire_host(
         LeaseError: If the host was not granted within the timeout.
     """
     environ = os.environ if environ is None else environ
-    if timeout_s is None and environ.get(LEASE_TIMEOUT_ENV):
-        timeout_s = float(environ[LEASE_TIMEOUT_ENV])
+    if timeout_s is None:
+        timeout_s = lease_timeout(environ)
     directory = _lease_dir(environ)
     mode, how = (fcntl.LOCK_EX, "alone") if exclusive else (fcntl.LOCK_SH, "shared")
     started = time.monotonic()
