@@ -106,7 +106,7 @@ def apply_override(cfg: dict, override: str, rl_library: str) -> None:
 
 
 def checked_value(key: str, value: Any, default: Any, rl_library: str) -> Any:
-    """``value`` for the entry ``key`` whose default is ``default``, an int made a float where a float is expected.
+    """``value`` for the entry ``key`` whose default is ``default``, once checked.
 
     Raises:
         ValueError: naming the key, the value and what it must be.
@@ -120,7 +120,7 @@ def checked_value(key: str, value: Any, default: Any, rl_library: str) -> Any:
     broken = bound_violation(value, getattr(rule, "__metadata__", ()))
     if broken:
         raise ValueError(f"{key} {broken} for {rl_library}, got {value!r}")
-    return float(value) if kind is float and not isinstance(value, bool) else value
+    return value
 
 
 def _conforms(kind: Any, value: Any) -> bool:
