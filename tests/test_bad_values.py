@@ -80,6 +80,8 @@ CATALOGUE = [
          "cannot write in", "a directory you can write"),
     case("log-root-under-a-file", f"{TRAIN} --log_root notes.txt/logs", "--log_root notes.txt/logs",
          "notes.txt is a file", files=("notes.txt",)),
+    case("bundle-folder-is-a-file", "benchmark training --task Isaac-Cartpole --device cpu",
+         "bundle folder results/benchmarks", "results is a file", "pass --output_path FILE", files=("results",)),
     case("output-path-read-only", f"benchmark training --task Isaac-Cartpole --device cpu --output_path "
          f"{READ_ONLY}/bundle.json", f"--output_path {READ_ONLY}/bundle.json", "cannot write in",
          "a directory you can write"),

@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from rlscale.argparsing import OneLineParser
+from rlscale.benchmark.bundle import DEFAULT_OUTPUT_DIR
 from rlscale.benchmark.options import UNSUPPORTED, add_unsupported, given, jax_message
 from rlscale.benchmark.records import Workflow
 from rlscale.launch.command import LauncherCfg, forwarded_value
@@ -56,7 +57,10 @@ def check_workflow_args(
     workflow.check(parser, args, multigpu)
     if args.output_path is not None and Path(args.output_path).is_dir():
         parser.error(f"--output_path {args.output_path} is a directory; name the bundle file")
-    unwritable = args.output_path is not None and unwritable_reason(Path(args.output_path).parent)
+    folder = DEFAULT_OUTPUT_DIR if args.output_path is None else Path(args.output_path).parent
+    unwritable = unwritable_reason(folder)
+    if unwritable and args.output_path is None:
+        parser.error(f"bundle folder {folder}: {unwritable}; pass --output_path FILE in a directory you can write")
     if unwritable:
         parser.error(f"--output_path {args.output_path}: {unwritable}; name a file in a directory you can write")
 
