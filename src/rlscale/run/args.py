@@ -12,7 +12,6 @@ from pathlib import Path
 
 from rlscale.argparsing import OneLineParser
 from rlscale.dist import collective_timeout, rank_info
-from rlscale.faults import fault_from_environment
 from rlscale.paths import unwritable_reason
 from rlscale.resume import AUTO
 from rlscale.rl import ADAPTERS
@@ -162,8 +161,7 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace, lau
     if args.sync_check_interval < 0:
         parser.error(f"--sync_check_interval must be non-negative (got {args.sync_check_interval})")
     try:
-        fault_from_environment()
-        collective_timeout()
+        collective_timeout()  # RLSCALE_COLLECTIVE_TIMEOUT and RLSCALE_HANG_TIMEOUT are numbers of seconds
     except ValueError as error:
         parser.error(str(error))
     if args.seed is not None and args.seed < 0:
