@@ -180,3 +180,31 @@ def test_stopped_manifest_keeps_finished_iterations(stop, tmp_path, monkeypatch)
     manifest = json.loads(manifest_path.read_text())
     assert manifest["status"] == {"crash": "crashed", "interrupt": "interrupted"}[stop]
     assert [record["iteration"] for record in manifest["iterations"]] == [0, 1]
+
+
+def agent_configs() -> list[tuple[str, Path]]:
+    """Every agent config rlscale ships: the generic one of each library and each built-in task's."""
+    source = Path(__file__).resolve().parents[1] / "src" / "rlscale"
+    found = [(path.stem.removesuffix("_ppo"), path) for path in (source / "rl" / "default_agents").glob("*.yaml")]
+    for path in (source / "tasks").glob("*/agents/*.yaml"):
+        found.append((next(name for name in ("rsl_rl", "rl_games", "skrl") if path.name.startswith(name)), path))
+    return found
+
+
+@pytest.mark.parametrize(("library", "path"), agent_configs(), ids=lambda value: getattr(value, "name", value))
+def test_agent_rules_accept_the_shipped_configs(library, path):
+    """Each rule names a key of every shipped config of its library, whose own value keeps the rule: the table
+    cannot drift from the configs, nor refuse a value rlscale ships."""
+    import yaml
+
+    from rlscale.rl import ADAPTERS
+    from rlscale.rl.agent_overrides import AGENT_RULES, checked_value
+
+    assert set(AGENT_RULES) == set(ADAPTERS)
+    cfg = yaml.safe_load(path.read_text())
+    for key in AGENT_RULES[library]:
+        node = cfg
+        for part in key.split("."):
+            assert isinstance(node, dict) and part in node, f"{path.name} has no {key}"
+            node = node[part]
+        assert checked_value(key, node, node, library) == node
