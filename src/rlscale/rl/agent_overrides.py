@@ -9,8 +9,10 @@ anything). :data:`AGENT_RULES` is the one table of ranges, and of the entries wh
 from __future__ import annotations
 
 import typing
+from importlib import resources
 from typing import Annotated, Any, Literal
 
+import yaml
 from annotated_types import Ge, Gt, Interval
 
 from rlscale.tasks.overrides import bound_violation, parse_value
@@ -103,6 +105,23 @@ def apply_override(cfg: dict, override: str, rl_library: str) -> None:
     if leaf not in node:
         raise ValueError(f"the agent config has no key {key!r}; keys here: {', '.join(map(str, node))}")
     node[leaf] = checked_value(key, parse_value(text), node[leaf], rl_library)
+
+
+def check_against_generic(override: str, rl_library: str) -> None:
+    """Check the value of ``KEY=VALUE`` against ``rl_library``'s generic config (``default_agents/``) where it has
+    ``KEY``, without a task: what a study config can check at parse time. A key only some task's config has is left
+    to the run.
+
+    Raises:
+        ValueError: for a value of the wrong type or out of the library's range.
+    """
+    key, _, text = override.partition("=")
+    node = yaml.safe_load(resources.files(__package__).joinpath("default_agents", f"{rl_library}_ppo.yaml").read_text())
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return
+        node = node[part]
+    checked_value(key, parse_value(text), node, rl_library)
 
 
 def checked_value(key: str, value: Any, default: Any, rl_library: str) -> Any:

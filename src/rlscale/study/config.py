@@ -16,6 +16,7 @@ import yaml
 
 from rlscale.launch.gpus import GpuCounter, nvidia_hardware_present, nvml_device_count, visible_gpu_count
 from rlscale.launch.ranks import GpuEvidence, gpus_needed_per_node
+from rlscale.rl.agent_overrides import check_against_generic
 from rlscale.study.lease import LeaseError, check_lease_environment
 from rlscale.tasks import UnknownTaskError, resolve_task_id
 
@@ -289,6 +290,13 @@ def check_config(config: Mapping) -> None:
                 f"{entry['name']} with ml_framework {entry['ml_framework']}: the multi-GPU benchmark times torchrun "
                 "ranks, and skrl's JAX launcher is not one; study it with ml_framework torch."
             )
+    for library, overrides in config["agent_overrides"].items():
+        for index, override in enumerate(overrides):
+            if override.startswith("agent."):
+                try:
+                    check_against_generic(override.removeprefix("agent."), library)
+                except ValueError as error:
+                    raise ValueError(f"agent_overrides.{library}[{index}]: {override}: {error}") from None
     if config["peer_baseline"] and any(config["agent_overrides"].values()):
         raise ValueError(
             "peer_baseline with agent_overrides: the peer baseline trains the agent config as shipped and cannot "
