@@ -16,7 +16,15 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+import yaml
 from test_bad_inputs import case, run_case, tree
+
+from rlscale.faults import Fault
+from rlscale.rl import ADAPTERS
+from rlscale.rl.agent_overrides import AGENT_RULES, checked_value
+from rlscale.rl.checkpoint_fit import POLICY_KEYS
+from rlscale.run.train import main as train_main
 
 TRAIN = "train --task Isaac-Cartpole --device cpu"
 MULTI = "train_multigpu --task Isaac-Cartpole --device cpu --num_gpus 2"
@@ -77,6 +85,8 @@ CATALOGUE = [
          env={"RLSCALE_LEASE_TIMEOUT_S": "soon"}, how="study"),
     case("study-lease-ports-privileged", "study: mine", "RLSCALE_LEASE_PORTS='80-90'", "1024 <= LOW",
          env={"RLSCALE_LEASE_PORTS": "80-90"}, how="study"),
+    case("study-lease-dir-read-only", "study: mine", f"RLSCALE_LEASE_DIR='{READ_ONLY}/lease'", "cannot write in",
+         env={"RLSCALE_LEASE_DIR": f"{READ_ONLY}/lease"}, how="study"),
     # --- files: folders that cannot be written (a read-only file system refuses root too)
     case("log-root-read-only", f"{TRAIN} --log_root {READ_ONLY}/logs", f"--log_root {READ_ONLY}/logs",
          "cannot write in", "a directory you can write"),
@@ -110,8 +120,6 @@ def test_one_line_exit_2_nothing_written(item, tmp_path, monkeypatch, capsys):
 def write_checkpoint(folder: Path, top_key: str, inputs: int, run: tuple[str, str] | None = None) -> Path:
     """A checkpoint whose policy (under ``top_key``) reads ``inputs`` observations, with its run's manifest when
     ``run`` (task, library) is given."""
-    import torch
-
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "model_1.pt"
     torch.save({top_key: {"mlp.0.weight": torch.zeros(32, inputs)}, "iter": 1}, path)
@@ -163,9 +171,6 @@ def test_full_disk_is_one_line(tmp_path):
 @pytest.mark.parametrize("stop", ["crash", "interrupt"])
 def test_stopped_manifest_keeps_finished_iterations(stop, tmp_path, monkeypatch):
     """A run stopped at iteration 2 (crashed, or Ctrl-C) keeps the records of iterations 0 and 1 in its manifest."""
-    from rlscale.faults import Fault
-    from rlscale.run.train import main as train_main
-
     monkeypatch.setenv("RLSCALE_INJECT_FAULT", "crash:rank=0,iteration=2")
     if stop == "interrupt":
 
@@ -199,12 +204,7 @@ def agent_configs() -> list[tuple[str, Path]]:
 def test_agent_rules_accept_the_shipped_configs(library, path):
     """Each rule names a key of every shipped config of its library, whose own value keeps the rule: the table
     cannot drift from the configs, nor refuse a value rlscale ships."""
-    import yaml
-
-    from rlscale.rl import ADAPTERS
-    from rlscale.rl.agent_overrides import AGENT_RULES, checked_value
-
-    assert set(AGENT_RULES) == set(ADAPTERS)
+    assert set(AGENT_RULES) == set(POLICY_KEYS) == set(ADAPTERS)
     cfg = yaml.safe_load(path.read_text())
     for key in AGENT_RULES[library]:
         node = cfg

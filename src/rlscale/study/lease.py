@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TextIO
 
 from rlscale.launch.gpus import nvml_device_count
+from rlscale.paths import unwritable_reason
 
 LEASE_DIR_ENV = "RLSCALE_LEASE_DIR"
 """Directory of the lock files; every job of a host must use the same one."""
@@ -110,6 +111,10 @@ def check_lease_environment(environ: Mapping[str, str]) -> None:
     """
     port_range(environ)
     lease_timeout(environ)
+    folder = environ.get(LEASE_DIR_ENV)
+    unwritable = folder and unwritable_reason(Path(folder))
+    if unwritable:
+        raise LeaseError(f"{LEASE_DIR_ENV}={folder!r}: {unwritable}; name a directory every job of the host can write")
 
 
 def _lease_dir(environ: Mapping[str, str]) -> Path:
