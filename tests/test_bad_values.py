@@ -8,6 +8,7 @@ a dry run does not load; the job itself is replaced by a stub that fails the tes
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -23,7 +24,7 @@ from test_bad_inputs import case, run_case, tree
 from rlscale.faults import Fault
 from rlscale.rl import ADAPTERS
 from rlscale.rl.agent_overrides import AGENT_RULES, checked_value
-from rlscale.rl.checkpoint_fit import POLICY_KEYS
+from rlscale.rl.checkpoint_fit import NETWORK_KEYS, POLICY_KEYS
 from rlscale.run.train import main as train_main
 
 TRAIN = "train --task Isaac-Cartpole --device cpu"
@@ -119,12 +120,14 @@ def test_one_line_exit_2_nothing_written(item, tmp_path, monkeypatch, capsys):
 
 def write_checkpoint(folder: Path, top_key: str, inputs: int, run: tuple[str, str] | None = None) -> Path:
     """A checkpoint whose policy (under ``top_key``) reads ``inputs`` observations, with its run's manifest when
-    ``run`` (task, library) is given."""
+    ``run`` (task, library) is given: its agent config had networks of 32 x 32."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "model_1.pt"
     torch.save({top_key: {"mlp.0.weight": torch.zeros(32, inputs)}, "iter": 1}, path)
     if run is not None:
-        (folder / "manifest.json").write_text(json.dumps({"args": {"task": run[0], "rl_library": run[1]}}))
+        agent_cfg = {"actor": {"hidden_dims": [32, 32]}, "critic": {"hidden_dims": [32, 32]}}
+        manifest = {"args": {"task": run[0], "rl_library": run[1]}, "agent_cfg": agent_cfg}
+        (folder / "manifest.json").write_text(json.dumps(manifest))
     return path
 
 
@@ -138,8 +141,11 @@ def write_checkpoint(folder: Path, top_key: str, inputs: int, run: tuple[str, st
         (TRAIN, "policy", 4, None, ["a skrl checkpoint", "this run is Isaac-Cartpole with rsl_rl"]),
         (MULTI, "actor_state_dict", 34, None,
          ["reads 34 observations", "Isaac-Cartpole's policy observations are 4"]),
+        (f"{TRAIN} agent.actor.hidden_dims=[64,64]", "actor_state_dict", 4, ("Isaac-Cartpole", "rsl_rl"),
+         ["its networks have actor.hidden_dims [32, 32]", "this run's actor.hidden_dims is [64, 64]"]),
     ],
-    ids=["other-task-launcher", "other-library-launcher", "other-library-train", "other-shapes-launcher"],
+    ids=["other-task-launcher", "other-library-launcher", "other-library-train", "other-shapes-launcher",
+         "other-layers-train"],
 )  # fmt: skip
 def test_resume_checkpoint_of_another_run(command, top_key, inputs, run, needs, tmp_path, monkeypatch, capsys):
     """A checkpoint of another task, library or observation size: one line naming both, before any rank starts."""
@@ -202,10 +208,12 @@ def agent_configs() -> list[tuple[str, Path]]:
 
 @pytest.mark.parametrize(("library", "path"), agent_configs(), ids=lambda value: getattr(value, "name", value))
 def test_agent_rules_accept_the_shipped_configs(library, path):
-    """Each rule names a key of every shipped config of its library, whose own value keeps the rule: the table
-    cannot drift from the configs, nor refuse a value rlscale ships."""
-    assert set(AGENT_RULES) == set(POLICY_KEYS) == set(ADAPTERS)
+    """Each rule names a key of every shipped config of its library, whose own value keeps the rule, and so does
+    each network entry a checkpoint is compared on: the tables cannot drift from the configs."""
+    assert set(AGENT_RULES) == set(POLICY_KEYS) == set(NETWORK_KEYS) == set(ADAPTERS)
     cfg = yaml.safe_load(path.read_text())
+    for key in NETWORK_KEYS[library]:
+        assert key.split(".")[-1] in functools.reduce(lambda node, part: node[part], key.split(".")[:-1], cfg)
     for key in AGENT_RULES[library]:
         node = cfg
         for part in key.split("."):

@@ -19,12 +19,21 @@ POLICY_KEYS = {"rsl_rl": "actor_state_dict", "rl_games": "model", "skrl": "polic
 """Library → the top-level key of its checkpoints holding the policy weights (rsl-rl-lib 5, rl-games 1.6, skrl 2)."""
 
 
+NETWORK_KEYS = {
+    "rsl_rl": ("actor.hidden_dims", "critic.hidden_dims"),
+    "rl_games": ("params.network.mlp.units",),
+    "skrl": ("models.policy.network", "models.value.network"),
+}
+"""Library → the agent config entries that set its networks' layers: a checkpoint loads only into the same ones."""
+
+
 class CheckpointMismatch(ValueError):
     """The checkpoint was written by another library, for another task, or for other observations."""
 
 
-def check_checkpoint_fits(path: Path, state: Any, task_id: str, rl_library: str) -> None:
-    """Refuse a checkpoint (``state``, as loaded from ``path``) that ``rl_library`` cannot resume on ``task_id``.
+def check_checkpoint_fits(path: Path, state: Any, task_id: str, rl_library: str, agent_cfg: dict) -> None:
+    """Refuse a checkpoint (``state``, as loaded from ``path``) that ``rl_library`` cannot resume on ``task_id`` with
+    the networks of ``agent_cfg``.
 
     Raises:
         CheckpointMismatch: one line naming what the checkpoint is and what the run is.
@@ -42,6 +51,13 @@ def check_checkpoint_fits(path: Path, state: Any, task_id: str, rl_library: str)
             f"written by a run of {args.get('task')} with {args.get('rl_library')} (its manifest.json), but {run}; "
             "pass a checkpoint of this task and library"
         )
+    for key in NETWORK_KEYS[rl_library] if manifest else ():
+        written, wanted = _entry(manifest.get("agent_cfg"), key), _entry(agent_cfg, key)
+        if written is not None and wanted is not None and written != wanted:
+            raise CheckpointMismatch(
+                f"its networks have {key} {written} (its manifest.json), but this run's {key} is {wanted}; drop the "
+                "override, or train from scratch"
+            )
     inputs = _policy_inputs(state, rl_library)
     if inputs is None or args.get("task") == task_id:  # its run's manifest vouches for the task: no build needed
         return
@@ -61,6 +77,15 @@ def _library_of(state: Any) -> str | None:
     if not isinstance(state, dict):
         return None
     return next((library for library, key in POLICY_KEYS.items() if key in state), None)
+
+
+def _entry(cfg: Any, key: str) -> Any:
+    """``cfg[a][b]...`` for ``a.b...``, or None."""
+    for part in key.split("."):
+        if not isinstance(cfg, dict):
+            return None
+        cfg = cfg.get(part)
+    return cfg
 
 
 def _run_manifest(path: Path) -> dict | None:

@@ -177,8 +177,6 @@ def spec_from_args(
     except ValueError as error:
         parser.error(f"--task {task_id}: {error}")
     device = _resolve_device(parser, args.device)
-    if spec.resume_path is not None:
-        _check_checkpoint(parser, spec.resume_path, args.ml_framework, task_id, args.rl_library)
     try:
         agent_cfg = agent_defaults.agent_cfg(task_id, args.rl_library)  # the task's own YAML, else the defaults
     except ValueError as error:
@@ -188,6 +186,8 @@ def spec_from_args(
             apply_override(agent_cfg, override, args.rl_library)
         except ValueError as error:
             parser.error(f"{given}: {error}")
+    if spec.resume_path is not None:
+        _check_checkpoint(parser, spec.resume_path, args.ml_framework, task_id, args.rl_library, agent_cfg)
     for key, text in env_overrides.items():
         try:
             field_value(task_spec.cfg_class, key, text)
@@ -273,7 +273,7 @@ def _resolve_device(parser: argparse.ArgumentParser, requested: str | None) -> s
 
 
 def _check_checkpoint(
-    parser: argparse.ArgumentParser, path: Path, ml_framework: str, task_id: str, rl_library: str
+    parser: argparse.ArgumentParser, path: Path, ml_framework: str, task_id: str, rl_library: str, agent_cfg: dict
 ) -> None:
     from rlscale.rl.checkpoint_fit import CheckpointMismatch, check_checkpoint_fits
     from rlscale.rl.common import check_weights_only
@@ -294,6 +294,6 @@ def _check_checkpoint(
             "pass a checkpoint that the library wrote (model_<iteration>.pt, agent_<timestep>.pt|.pickle)"
         )
     try:
-        check_checkpoint_fits(path, state, task_id, rl_library)
+        check_checkpoint_fits(path, state, task_id, rl_library, agent_cfg)
     except CheckpointMismatch as error:
         parser.error(f"--resume {path}: {error}")
