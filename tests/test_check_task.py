@@ -18,6 +18,7 @@ import torch
 from example_task import EXAMPLE_TASK, ensure_example_installed
 
 FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+BRANCH = "bool(tensor) (Python control flow on a tensor: if, while, and, or)"
 
 BROKEN_TASKS = textwrap.dedent(
     """
@@ -152,7 +153,34 @@ BROKEN_TASKS = textwrap.dedent(
         "WrongDevice", "LengthNotRestarted", "WrongEpisodeLength", "ChangingLogKeys", "NotFinite", "ResetLeavesLength",
         "ZeroStepDt", "ExtraObservationGroup", "ReplaysDifferently",
     )
-    for name in BROKEN:
+    def host_read(read):
+        # A task whose step reads its outputs back to the host as `read` does, and otherwise keeps the contract.
+
+        class HostRead(PendulumSwingup):
+            def step(self, actions):
+                outputs = super().step(actions)
+                read(outputs[1], outputs[3])
+                return outputs
+
+        return HostRead
+
+
+    def masked_write(reward, truncated):
+        reward.clone()[truncated] = 0.0
+
+
+    HOST_READS = {
+        "MaskedIndex": lambda reward, truncated: reward[truncated],
+        "MaskedWrite": masked_write,
+        "ToCpu": lambda reward, truncated: reward.cpu(),
+        "ToNumpy": lambda reward, truncated: reward.numpy(),
+        "ToList": lambda reward, truncated: reward.tolist(),
+        "Item": lambda reward, truncated: reward.sum().item(),
+        "WhileOnTensor": lambda reward, truncated: [None for _ in range(3) if truncated.all()],
+    }
+    for name, read in HOST_READS.items():
+        globals()[name] = host_read(read)
+    for name in (*BROKEN, *HOST_READS):
         register_task(name, f"{__name__}:{name}", "pendulum_task.env:PendulumCfg", {}, package=__name__)
     """
 )
@@ -215,7 +243,7 @@ def test_a_broken_task_fails_naming_its_violation(broken_tasks):
         ("WrongShape", ["step reward: has shape (8, 1), expected (8,)"]),
         ("WrongDtype", ["step reward: has dtype torch.float64, expected torch.float32"]),
         ("WrongDevice", ["extras['episode_return']: is on meta, expected cpu"]),
-        ("HostSync", ["host sync: step calls aten._local_scalar_dense.default, which waits for the device"]),
+        ("HostSync", [f"host sync: step calls {BRANCH}, which waits for the device"]),
         ("BothDone", ["step: terminated and truncated are both set for one env (first at step 199)"]),
         ("NotFinite", ["step: reward is not finite (first at step 0)"]),
         ("LongerThanItSays", ["max_episode_length: an episode ran 151 steps; max_episode_length is 150"]),
@@ -239,6 +267,13 @@ def test_a_broken_task_fails_naming_its_violation(broken_tasks):
         ),
         ("NotReproducible", ["determinism: a second build with seed 0 differs in policy at step 0"]),
         ("IgnoresSeed", ["determinism: seeds 0 and 1 gave the same trajectory"]),
+        ("MaskedIndex", ["host sync: step calls masked indexing tensor[mask], which waits for the device"]),
+        ("MaskedWrite", ["host sync: step calls a masked write tensor[mask] = ..., which waits for the device"]),
+        ("ToCpu", ["host sync: step calls Tensor.cpu(), which waits for the device"]),
+        ("ToNumpy", ["host sync: step calls Tensor.numpy(), which waits for the device"]),
+        ("ToList", ["host sync: step calls Tensor.tolist(), which waits for the device"]),
+        ("Item", ["host sync: step calls Tensor.item(), which waits for the device"]),
+        ("WhileOnTensor", [f"host sync: step calls {BRANCH}, which waits for the device"]),
     ],
 )
 def test_each_check_has_a_task_that_breaks_it(broken_tasks, monkeypatch, task, expected):

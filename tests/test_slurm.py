@@ -325,7 +325,7 @@ TRAIN_WS2 = f"results/ci_tiny/train/{TASK_DIR}/ws2/manifest.json"
 @pytest.fixture(scope="module")
 def multinode_jobs(tmp_path_factory) -> dict[str, dict]:
     """The 2-node train and training-benchmark jobs of a 1-GPU-per-node study at world size 2, by rule."""
-    jobs = dry_run_jobs(tmp_path_factory.mktemp("dry"), MULTINODE_OVERLAY, "--config", "device=cuda")
+    jobs = dry_run_jobs(tmp_path_factory.mktemp("dry"), MULTINODE_OVERLAY, "--config", "device=cuda", "cluster=slurm")
     return {
         "train_multinode": next(job for job in jobs if job["rule"] == "train_multinode"),
         "benchmark_multinode": next(
@@ -472,7 +472,7 @@ def gpu_jobs(tmp_path_factory) -> dict[str, dict]:
     """The world-size 2 (one node) and 4 (2 nodes x 2 GPUs) train jobs of a GPU study, by rule."""
     overlay = "gpus_per_node: 2\nworld_sizes: [1, 2, 4]\n"
     # Cores per GPU that fit the local nodes (2 CPUs each); the profile's 8 are a real GPU node's.
-    extra = ["--config", "device=cuda", "--set-resources", "train:cpus_per_gpu=1"]
+    extra = ["--config", "device=cuda", "cluster=slurm", "--set-resources", "train:cpus_per_gpu=1"]
     jobs = dry_run_jobs(tmp_path_factory.mktemp("gpu"), overlay, *extra)
     return {
         "train": next(job for job in jobs if job["rule"] == "train" and "--world_size 2 " in job["shell"]),

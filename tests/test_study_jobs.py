@@ -77,10 +77,18 @@ class TestEffectiveConfig:
         assert resolved["num_envs_per_rank"] == [4096]  # Not in the fallback: kept.
 
     def test_auto_with_gpus_keeps_the_study(self):
-        """device auto with visible GPUs becomes cuda and keeps every size."""
-        resolved = effective_config(BASE, {"CUDA_VISIBLE_DEVICES": "0,1"})
+        """device auto with enough visible GPUs becomes cuda and keeps every size."""
+        resolved = effective_config(BASE, {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"})
         assert resolved["device"] == "cuda"
         assert resolved["world_sizes"] == [1, 2, 4, 8]
+
+    def test_auto_drops_the_sizes_the_host_cannot_run(self):
+        """On 2 GPUs, world sizes 4 and 8 are dropped, and the device reason says so."""
+        resolved = effective_config(BASE, {"CUDA_VISIBLE_DEVICES": "0,1"})
+        assert (resolved["device"], resolved["world_sizes"]) == ("cuda", [1, 2])
+        assert resolved["device_reason"].endswith(
+            "; world_sizes [4, 8] dropped: they need more GPUs than the 2 visible"
+        )
 
     def test_auto_asks_nvml_when_nothing_is_set(self):
         """Without CUDA_VISIBLE_DEVICES, NVML decides; a failing NVML means no GPU."""
@@ -107,7 +115,7 @@ class TestEffectiveConfig:
 
     def test_device_reason_names_the_source(self):
         """The resolved device comes with why: the GPUs counted and where, or the NVML failure on a GPU-less host."""
-        cuda = effective_config(BASE, {"CUDA_VISIBLE_DEVICES": "0,1"})
+        cuda = effective_config({**BASE, "world_sizes": [1, 2]}, {"CUDA_VISIBLE_DEVICES": "0,1"})
         assert cuda["device_reason"] == "device: auto chose cuda: 2 GPU(s) visible (CUDA_VISIBLE_DEVICES='0,1')"
         cpu = effective_config(BASE, {}, nvml_count=no_nvml, hardware_probe=no_hardware)["device_reason"]
         assert cpu.startswith("device: auto chose cpu with the cpu_fallback sizes: no GPU visible (NVML unavailable")

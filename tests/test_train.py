@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rlscale.run.spec import apply_override
+from rlscale.rl.agent_overrides import apply_override
 
 PATHS = [("rsl_rl", "torch"), ("rl_games", "torch"), ("skrl", "torch"), ("skrl", "jax")]
 
@@ -148,16 +148,16 @@ class TestAgentOverride:
     def test_nested_numeric_and_yaml_values(self):
         """Dotted keys reach nested entries; 5e-4 is a float, not YAML 1.1's string."""
         cfg = {"algorithm": {"learning_rate": 1e-3, "schedule": "adaptive"}, "actor": {"hidden_dims": [32, 32]}}
-        apply_override(cfg, "algorithm.learning_rate=5e-4")
-        apply_override(cfg, "actor.hidden_dims=[64, 64]")
-        apply_override(cfg, "algorithm.schedule=fixed")
+        apply_override(cfg, "algorithm.learning_rate=5e-4", "rsl_rl")
+        apply_override(cfg, "actor.hidden_dims=[64, 64]", "rsl_rl")
+        apply_override(cfg, "algorithm.schedule=fixed", "rsl_rl")
         assert cfg == {"algorithm": {"learning_rate": 5e-4, "schedule": "fixed"}, "actor": {"hidden_dims": [64, 64]}}
 
     @pytest.mark.parametrize("override", ["algorithm", "=3", "algorithm.nope=1", "nope.learning_rate=1"])
     def test_malformed_or_unknown_keys_are_errors(self, override):
         """A typo in a key must not silently add a setting nobody reads."""
         with pytest.raises(ValueError):
-            apply_override({"algorithm": {"learning_rate": 1e-3}}, override)
+            apply_override({"algorithm": {"learning_rate": 1e-3}}, override, "rsl_rl")
 
 
 class TestManifestDevice:

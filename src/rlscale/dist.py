@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -192,11 +193,35 @@ def collective_timeout(environ: Mapping[str, str] | None = None) -> datetime.tim
     Longer than the heartbeat watchdog, which names the stalled rank, so it is the backstop: for startup, which the
     watchdog does not time, and for a rank whose native collective never returns. None keeps torch's default (30 min
     on gloo, 10 min on NCCL).
+
+    Raises:
+        ValueError: for a variable that is not a number of seconds (:func:`rlscale.run.args.check_options` refuses it
+            before a launch).
     """
     env = os.environ if environ is None else environ
-    if env.get(COLLECTIVE_TIMEOUT_ENV):
-        return datetime.timedelta(seconds=float(env[COLLECTIVE_TIMEOUT_ENV]))
-    hang_timeout = float(env.get(HANG_TIMEOUT_ENV) or 0)
+    collective = _seconds(env, COLLECTIVE_TIMEOUT_ENV, allow_zero=False)
+    if collective is not None:
+        return datetime.timedelta(seconds=collective)
+    hang_timeout = _seconds(env, HANG_TIMEOUT_ENV, allow_zero=True) or 0.0
     if hang_timeout <= 0:
         return None
     return datetime.timedelta(seconds=max(MIN_COLLECTIVE_TIMEOUT_S, 2 * hang_timeout))
+
+
+def _seconds(env: Mapping[str, str], name: str, *, allow_zero: bool) -> float | None:
+    """``$name`` as a finite number of seconds, None when unset or empty.
+
+    Raises:
+        ValueError: one line naming the variable, its value and what it must be.
+    """
+    raw = env.get(name)
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (value >= 0 if allow_zero else value > 0) or not math.isfinite(value):
+        least = ">= 0 (0: none)" if allow_zero else "> 0"
+        raise ValueError(f"{name}={raw!r} must be a number of seconds {least}; unset it for the default")
+    return value

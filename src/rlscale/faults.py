@@ -75,6 +75,18 @@ def parse_fault(spec: str) -> Fault:
     return fault
 
 
-def fault_from_environment() -> Fault | None:
+def fault_from_environment(world_size: int | None = None) -> Fault | None:
+    """The fault ``$RLSCALE_INJECT_FAULT`` asks for, or None.
+
+    Raises:
+        ValueError: for a malformed spec, or one naming a rank outside a job of ``world_size`` ranks (it would never
+            fire).
+    """
     spec = os.environ.get(ENV_VAR)
-    return parse_fault(spec) if spec else None
+    fault = parse_fault(spec) if spec else None
+    if fault is not None and world_size is not None and fault.rank >= world_size:
+        raise ValueError(
+            f"{ENV_VAR}={spec!r}: rank {fault.rank} does not exist in a job of {world_size} rank(s); "
+            f"name a rank in 0..{world_size - 1}"
+        )
+    return fault

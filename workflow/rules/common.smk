@@ -18,10 +18,23 @@ from rlscale.study.config import (
     nodes_for,
     validated_config,
 )
+from rlscale.study.config_source import study_config
+from rlscale.study.plan_summary import plan_lines
 
 # Schema (defaults filled in, as snakemake.utils.validate does), task ids, then device: auto resolved (cpu_fallback
 # applied on a host without a GPU) and the cross-field checks, then the GPU limit (--resources gpu=N) against the
 # world sizes; a bad config is one line naming the key. Rules read STUDY.
+# A user's --configfile replaces config/config.yaml unless it is named first (rlscale.study.config_source).
+USER_CONFIG, CONFIG_SOURCE = study_config(
+    config,
+    workflow.config_settings.configfiles,
+    workflow.config_settings.overwrite_config,
+    Path(workflow.basedir, "config", "config.yaml"),
+)
+config.clear()
+config.update(USER_CONFIG)
+if CONFIG_SOURCE:
+    logger.info(CONFIG_SOURCE)
 try:
     STUDY = validated_config(
         config, Path(workflow.basedir, "workflow", "schemas", "config.schema.yaml")
@@ -34,6 +47,8 @@ except StudyConfigError as error:
 DEVICE = STUDY["device"]
 # Which device, and why, at the top of the console and of .snakemake/log/ (summary.md repeats it).
 logger.info(STUDY["device_reason"])
+for line in plan_lines(STUDY):
+    logger.info(line)
 # MJX tasks compile their step once per process: with JAX's persistent cache, every later job of the study loads it
 # (about 15 s of compile on an H200 otherwise). A JAX_COMPILATION_CACHE_DIR of the user's own is kept.
 os.environ.setdefault(

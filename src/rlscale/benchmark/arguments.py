@@ -11,10 +11,12 @@ import argparse
 from pathlib import Path
 
 from rlscale.argparsing import OneLineParser
+from rlscale.benchmark.bundle import DEFAULT_OUTPUT_DIR
 from rlscale.benchmark.options import UNSUPPORTED, add_unsupported, given, jax_message
 from rlscale.benchmark.records import Workflow
 from rlscale.launch.command import LauncherCfg, forwarded_value
 from rlscale.launch.run import RankCheck, job_shape
+from rlscale.paths import unwritable_reason
 from rlscale.run.args import add_train_arguments, parse_command_line
 from rlscale.run.spec import RunSpec, spec_from_args
 
@@ -55,6 +57,12 @@ def check_workflow_args(
     workflow.check(parser, args, multigpu)
     if args.output_path is not None and Path(args.output_path).is_dir():
         parser.error(f"--output_path {args.output_path} is a directory; name the bundle file")
+    folder = DEFAULT_OUTPUT_DIR if args.output_path is None else Path(args.output_path).parent
+    unwritable = unwritable_reason(folder)
+    if unwritable and args.output_path is None:
+        parser.error(f"bundle folder {folder}: {unwritable}; pass --output_path FILE in a directory you can write")
+    if unwritable:
+        parser.error(f"--output_path {args.output_path}: {unwritable}; name a file in a directory you can write")
 
 
 def seed_from_seeds(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

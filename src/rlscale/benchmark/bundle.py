@@ -79,9 +79,13 @@ def write_bundle(bundle: dict, path: Path) -> Path:
     return path
 
 
+DEFAULT_OUTPUT_DIR = Path("results", "benchmarks")
+"""Where a bundle goes without ``--output_path``."""
+
+
 def default_output_path(workflow: str, task: str, library: str, world_size: int, num_envs: int, seed: int) -> Path:
     """``results/benchmarks/<workflow>_<task>_<library>_<world_size>x<num_envs per rank>_seed<seed>.json``."""
-    return Path("results", "benchmarks", f"{workflow}_{task}_{library}_{world_size}x{num_envs}_seed{seed}.json")
+    return DEFAULT_OUTPUT_DIR / f"{workflow}_{task}_{library}_{world_size}x{num_envs}_seed{seed}.json"
 
 
 def utc_now() -> datetime.datetime:

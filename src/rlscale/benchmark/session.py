@@ -24,6 +24,7 @@ from rlscale.benchmark.resources import ResourceSampler, visible_cuda_devices
 from rlscale.benchmark.summary import summary_lines
 from rlscale.benchmark.workflows import Measurement, count_compile_as_creation
 from rlscale.dist import RankInfo, global_env_steps, rank_device, rank_info
+from rlscale.paths import one_line_on_full_disk
 from rlscale.run.spec import RunSpec
 from rlscale.run.start import resolve_seed
 
@@ -103,7 +104,10 @@ def run_benchmark(
         0 when every repeat completed, else the first other's code: 130 when interrupted.
     """
     specs = repeat_specs(spec)
-    with one_process_group(rank_info().distributed and len(specs) > 1):
+    with (
+        one_line_on_full_disk(f"rlscale benchmark {workflow.name}"),
+        one_process_group(rank_info().distributed and len(specs) > 1),
+    ):
         for repeat, seeded in enumerate(specs):
             cold = repeat == 0
             code = _run_once(

@@ -122,6 +122,7 @@ def build_parser(cfg: LauncherCfg) -> argparse.ArgumentParser:
         "--nproc_per_node",
         dest="nproc_per_node",
         default=None,
+        action=_GivenOnce,
         help="Ranks per node: N, or torchrun's gpu (every visible GPU; the default), cpu (one CPU process per core, "
         "with --device cpu) or auto (gpu if a GPU is visible, else cpu). With --device cpu, N counts CPU processes "
         "(default 1). A --dry_run that can count no GPU here prints gpu, for torchrun to count on the node.",
@@ -169,6 +170,18 @@ def build_parser(cfg: LauncherCfg) -> argparse.ArgumentParser:
         "Counted from each rank's first heartbeat after startup.",
     )
     return parser
+
+
+class _GivenOnce(argparse.Action):
+    """Stores an option's value, refusing a second, different one under either spelling (``--num_gpus 2
+    --nproc_per_node 3``), which argparse would silently let win."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        earlier = getattr(namespace, self.dest)
+        if earlier is not None and earlier != values:
+            spellings = "/".join(self.option_strings)
+            parser.error(f"{spellings} given twice, as {earlier} and {values}; pass one value")
+        setattr(namespace, self.dest, values)
 
 
 def forwarded_value(forwarded: Sequence[str], name: str) -> str | None:

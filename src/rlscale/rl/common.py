@@ -128,8 +128,9 @@ class _BytesOnlyUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
 
 
-def check_weights_only(path: Path, ml_framework: str = "torch") -> None:
-    """Refuse a checkpoint that needs arbitrary unpickling, before a library loads it without that guard.
+def check_weights_only(path: Path, ml_framework: str = "torch") -> Any:
+    """Refuse a checkpoint that needs arbitrary unpickling, before a library loads it without that guard; returns
+    what it holds.
 
     torch checkpoints must load with ``weights_only=True``; skrl's JAX checkpoints are a pickled dict of flax byte
     strings, so they must unpickle without importing any class.
@@ -140,9 +141,8 @@ def check_weights_only(path: Path, ml_framework: str = "torch") -> None:
     try:
         if ml_framework == "jax":
             with open(path, "rb") as file:
-                _BytesOnlyUnpickler(file).load()
-        else:
-            torch.load(path, map_location="cpu", weights_only=True)
+                return _BytesOnlyUnpickler(file).load()
+        return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # UnpicklingError, RuntimeError or EOFError, depending on the damage
         raise ValueError(f"checkpoint {path} cannot be loaded as weights only: {error}") from error
 

@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 
 from rlscale.argparsing import OneLineParser
-from rlscale.dist import rank_info
-from rlscale.faults import fault_from_environment
+from rlscale.dist import collective_timeout, rank_info
+from rlscale.paths import unwritable_reason
 from rlscale.resume import AUTO
 from rlscale.rl import ADAPTERS
 from rlscale.rl.rank_scaling import LR_SCALINGS
@@ -161,7 +161,7 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace, lau
     if args.sync_check_interval < 0:
         parser.error(f"--sync_check_interval must be non-negative (got {args.sync_check_interval})")
     try:
-        fault_from_environment()
+        collective_timeout()  # RLSCALE_COLLECTIVE_TIMEOUT and RLSCALE_HANG_TIMEOUT are numbers of seconds
     except ValueError as error:
         parser.error(str(error))
     if args.seed is not None and args.seed < 0:
@@ -170,6 +170,9 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace, lau
         parser.error(f"--run_name {args.run_name!r} is not a folder name; drop the path separators, e.g. my_run")
     if Path(args.log_root).exists() and not Path(args.log_root).is_dir():
         parser.error(f"--log_root {args.log_root}: is a file, not a directory; name a directory (default logs)")
+    unwritable = unwritable_reason(Path(args.log_root))
+    if unwritable:
+        parser.error(f"--log_root {args.log_root}: {unwritable}; name a directory you can write (default logs)")
     if args.distributed and not launched and rank_info().world_size == 1 and "WORLD_SIZE" not in os.environ:
         parser.error(f"--distributed needs the rank variables of a launcher; use `{launcher}`")
 

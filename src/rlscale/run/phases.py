@@ -5,6 +5,7 @@ exactly the run ``rlscale train`` would make.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import time
@@ -63,6 +64,10 @@ class TrainingOutcome:
     """Wall time of the library's whole training call."""
     wall_time_s: float = 0.0
     """Wall time of :func:`execute`."""
+
+    def iteration_records(self) -> list[dict[str, Any]]:
+        """The finished iterations' records, as the manifest keeps them."""
+        return [vars(record) for record in self.records]
 
     @property
     def exit_code(self) -> int:
@@ -134,13 +139,16 @@ def execute(
         tracked = build_tracked_task(run, on_task_created, on_tracking)
         result, digests = train(run, tracked)
     except KeyboardInterrupt:
-        run.manifest.finish("interrupted")
+        run.manifest.finish("interrupted", iterations=run.outcome.iteration_records())
         run.outcome.wall_time_s = time.perf_counter() - run.started
         context = run.context
         print(f"[rlscale] rank {context.rank.rank} interrupted; run directory {context.log_dir}", file=sys.stderr)
         return run.outcome
     except BaseException as error:
-        run.manifest.finish("crashed", error=f"{type(error).__name__}: {error}")
+        with contextlib.suppress(OSError):  # a full disk: the error that filled it is the one to report
+            run.manifest.finish(
+                "crashed", error=f"{type(error).__name__}: {error}", iterations=run.outcome.iteration_records()
+            )
         raise
     finish(run, tracked, result, digests)
     return run.outcome
@@ -292,7 +300,7 @@ def finish(run: _Run, tracked: TrackedTask, result: TrainResult, digests: list[s
         sync_checked_at_iterations=run.sync_checks,
         final_mean_return=last.mean_return if last else None,
         final_mean_episode_length=last.mean_episode_length if last else None,
-        iterations=[vars(record) for record in tracked.records],
+        iterations=outcome.iteration_records(),
         wall_time_s=outcome.wall_time_s,
     )
     outcome.status, outcome.result = "completed", result

@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from rlscale.dist import rank_info
+from rlscale.faults import fault_from_environment
 from rlscale.resume import AUTO
 from rlscale.rl import agent_defaults
+from rlscale.rl.agent_overrides import apply_override
 from rlscale.run.args import build_parser, check_options, parse_command_line, split_overrides
 from rlscale.run.rank import isolate_gpu_if_task_asks
 from rlscale.tasks import UnknownTaskError, get_spec, resolve_task_id
-from rlscale.tasks.overrides import field_value, parse_value, with_overrides
+from rlscale.tasks.overrides import field_value, with_overrides
 
 RUN_SPEC_ENV = "RLSCALE_RUN_SPEC"
 """Set by the launcher for its ranks: the JSON file holding their :class:`RunSpec`."""
@@ -156,7 +158,12 @@ def spec_from_args(
     except UnknownTaskError as error:
         parser.error(f"--task: {error}")
     launched = job is not None
-    spec = _spec(args, task_id, env_overrides, job or JobShape.of_this_process(), launched)
+    job = job or JobShape.of_this_process()
+    try:
+        fault_from_environment(job.world_size)
+    except ValueError as error:
+        parser.error(str(error))
+    spec = _spec(args, task_id, env_overrides, job, launched)
     if torch_free:
         return spec
     task_spec = get_spec(task_id)
@@ -170,17 +177,17 @@ def spec_from_args(
     except ValueError as error:
         parser.error(f"--task {task_id}: {error}")
     device = _resolve_device(parser, args.device)
-    if spec.resume_path is not None:
-        _check_checkpoint(parser, spec.resume_path, args.ml_framework)
     try:
         agent_cfg = agent_defaults.agent_cfg(task_id, args.rl_library)  # the task's own YAML, else the defaults
     except ValueError as error:
         parser.error(f"--task {task_id}: {error}")
     for given, override in agent_overrides:
         try:
-            apply_override(agent_cfg, override)
+            apply_override(agent_cfg, override, args.rl_library)
         except ValueError as error:
             parser.error(f"{given}: {error}")
+    if spec.resume_path is not None:
+        _check_checkpoint(parser, spec.resume_path, args.ml_framework, task_id, args.rl_library, agent_cfg)
     typed_overrides = {}
     for key, text in env_overrides.items():
         try:
@@ -270,7 +277,10 @@ def _resolve_device(parser: argparse.ArgumentParser, requested: str | None) -> s
     return requested if index else "cuda:0"  # libraries compare device strings, so name the index
 
 
-def _check_checkpoint(parser: argparse.ArgumentParser, path: Path, ml_framework: str) -> None:
+def _check_checkpoint(
+    parser: argparse.ArgumentParser, path: Path, ml_framework: str, task_id: str, rl_library: str, agent_cfg: dict
+) -> None:
+    from rlscale.rl.checkpoint_fit import CheckpointMismatch, check_checkpoint_fits
     from rlscale.rl.common import check_weights_only
 
     if path.is_dir():
@@ -281,34 +291,14 @@ def _check_checkpoint(parser: argparse.ArgumentParser, path: Path, ml_framework:
     if not path.is_file():
         parser.error(f"--resume {path}: no such checkpoint file")
     try:
-        check_weights_only(path, ml_framework)
+        state = check_weights_only(path, ml_framework)
     except ValueError as error:
         cause = type(error.__cause__).__name__ if error.__cause__ else "ValueError"
         parser.error(
             f"--resume {path}: cannot be loaded as weights only ({cause}: damaged, or pickles more than tensors); "
             "pass a checkpoint that the library wrote (model_<iteration>.pt, agent_<timestep>.pt|.pickle)"
         )
-
-
-def apply_override(cfg: dict, override: str) -> None:
-    """Set ``cfg[a][b]... = value`` from ``"a.b=value"``; the key must exist, so a typo is an error, not a no-op.
-
-    Raises:
-        ValueError: for a malformed override or a key the config does not have.
-    """
-    key, sep, text = override.partition("=")
-    if not sep or not key:
-        raise ValueError("expected KEY=VALUE")
-    *parents, leaf = key.split(".")
-    node = cfg
-    for part in parents:
-        if not isinstance(node.get(part), dict):
-            raise ValueError(f"the agent config has no section {part!r}; sections here: {_sections(node)}")
-        node = node[part]
-    if leaf not in node:
-        raise ValueError(f"the agent config has no key {key!r}; keys here: {', '.join(map(str, node))}")
-    node[leaf] = parse_value(text)
-
-
-def _sections(node: dict) -> str:
-    return ", ".join(str(name) for name, value in node.items() if isinstance(value, dict)) or "none"
+    try:
+        check_checkpoint_fits(path, state, task_id, rl_library, agent_cfg)
+    except CheckpointMismatch as error:
+        parser.error(f"--resume {path}: {error}")

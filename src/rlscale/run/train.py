@@ -6,6 +6,7 @@ any other process resolves its own from its command line.
 
 from __future__ import annotations
 
+from rlscale.paths import one_line_on_full_disk
 from rlscale.run.phases import execute
 from rlscale.run.rank import isolate_gpu_if_task_asks
 from rlscale.run.spec import resolve_spec, spec_from_environment
@@ -17,7 +18,8 @@ def main(argv: list[str] | None = None) -> int:
         spec = resolve_spec(argv)
     else:  # resolving would have isolated it; before anything asks CUDA
         isolate_gpu_if_task_asks(spec.task, spec.device, spec.ml_framework)
-    outcome = execute(spec)
+    with one_line_on_full_disk("rlscale train"):
+        outcome = execute(spec)
     if outcome.status == "completed" and outcome.rank.is_main:
         digests = outcome.manifest["rank_param_digests"]
         print(

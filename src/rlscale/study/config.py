@@ -16,6 +16,8 @@ import yaml
 
 from rlscale.launch.gpus import GpuCounter, nvidia_hardware_present, nvml_device_count, visible_gpu_count
 from rlscale.launch.ranks import GpuEvidence, gpus_needed_per_node
+from rlscale.rl.agent_overrides import check_against_generic
+from rlscale.study.lease import LeaseError, check_lease_environment
 from rlscale.tasks import UnknownTaskError, resolve_task_id
 
 DEVICES = ("auto", "cuda", "cpu")
@@ -82,6 +84,8 @@ def effective_config(
     device, reason = resolve_device(config["device"], environ, nvml_count, hardware_probe)
     resolved["device"], resolved["device_reason"] = device, reason
     resolved["num_envs_per_task"] = resolved.get("num_envs_per_task") or {}
+    if config["device"] == "auto" and device == "cuda" and config.get("cluster") != "slurm":
+        _fit_world_sizes(resolved, visible_gpu_count(os.environ if environ is None else environ, nvml_count)[0])
     if config["device"] == "auto" and resolved["device"] == "cpu":
         fallback = config.get("cpu_fallback") or {}
         for key, value in fallback.items():
@@ -96,6 +100,25 @@ def effective_config(
             **{key: copy.deepcopy(fallback_parity.get(key) or {}) for key in PARITY_TASK_KEYS},
         }
     return resolved
+
+
+def _fit_world_sizes(resolved: dict, visible: int) -> None:
+    """Drop the one-node world sizes that need more GPUs than the host has, saying so in ``device_reason``.
+
+    ``device: auto`` studies what this host can run: on one GPU, the default study's world size 2 would only fail
+    when its job starts. Larger sizes (several nodes) are left to :func:`check_config`, which refuses them.
+    """
+    kept = [size for size in resolved["world_sizes"] if size > resolved["gpus_per_node"] or size <= visible]
+    dropped = [size for size in resolved["world_sizes"] if size not in kept]
+    if not dropped:
+        return
+    if not kept:
+        raise ValueError(
+            f"world_sizes: {resolved['world_sizes']} all need more than the {visible} GPU(s) visible; add 1, or run "
+            "with --profile config/profiles/slurm"
+        )
+    resolved["world_sizes"] = kept
+    resolved["device_reason"] += f"; world_sizes {dropped} dropped: they need more GPUs than the {visible} visible"
 
 
 def envs_for(study: Mapping, task: str) -> list[int]:
@@ -221,10 +244,11 @@ def validated_config(
     """
     validate_schema(config, schema_path)
     try:
+        check_lease_environment(os.environ if environ is None else environ)
         check_task_ids(config)
         study = effective_config(config, environ, nvml_count, hardware_probe)
         check_config(study)
-    except ValueError as error:
+    except (ValueError, LeaseError) as error:
         raise StudyConfigError(f"config: {error}") from None
     return study
 
@@ -266,6 +290,13 @@ def check_config(config: Mapping) -> None:
                 f"{entry['name']} with ml_framework {entry['ml_framework']}: the multi-GPU benchmark times torchrun "
                 "ranks, and skrl's JAX launcher is not one; study it with ml_framework torch."
             )
+    for library, overrides in config["agent_overrides"].items():
+        for index, override in enumerate(overrides):
+            if override.startswith("agent."):
+                try:
+                    check_against_generic(override.removeprefix("agent."), library)
+                except ValueError as error:
+                    raise ValueError(f"agent_overrides.{library}[{index}]: {override}: {error}") from None
     if config["peer_baseline"] and any(config["agent_overrides"].values()):
         raise ValueError(
             "peer_baseline with agent_overrides: the peer baseline trains the agent config as shipped and cannot "
@@ -278,7 +309,12 @@ def check_config(config: Mapping) -> None:
                 "or remove its entry (an overlay file clears every entry with `num_envs_per_task: null`)."
             )
     for world_size in config["world_sizes"]:
-        nodes_for(world_size, config["gpus_per_node"], config["device"])
+        nodes = nodes_for(world_size, config["gpus_per_node"], config["device"])
+        if nodes > 1 and config["cluster"] != "slurm":
+            raise ValueError(
+                f"world_sizes: {world_size} spans {nodes} nodes of gpus_per_node={config['gpus_per_node']}, which "
+                "needs a cluster: run with --profile config/profiles/slurm (docs/cluster.md), or drop it"
+            )
     check_parity(config, keys)
 
 

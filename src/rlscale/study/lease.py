@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TextIO
 
 from rlscale.launch.gpus import nvml_device_count
+from rlscale.paths import unwritable_reason
 
 LEASE_DIR_ENV = "RLSCALE_LEASE_DIR"
 """Directory of the lock files; every job of a host must use the same one."""
@@ -65,6 +66,39 @@ def gpu_pool(environ: Mapping[str, str], nvml_count: Callable[[], int] = nvml_de
         return [str(index) for index in range(nvml_count())], "NVML"
     except Exception as exc:  # No driver or no library both mean no GPU to lease.
         return [], f"NVML unavailable: {exc or type(exc).__name__}"
+
+
+def lease_timeout(environ: Mapping[str, str]) -> float | None:
+    """``$RLSCALE_LEASE_TIMEOUT_S`` in seconds, None when unset (wait as long as it takes).
+
+    Raises:
+        LeaseError: for a value that is not a number of seconds > 0.
+    """
+    raw = environ.get(LEASE_TIMEOUT_ENV)
+    if not raw:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise LeaseError(
+            f"{LEASE_TIMEOUT_ENV}={raw!r} must be a number of seconds > 0; unset it to wait as long as it takes"
+        )
+    return seconds
+
+
+def check_lease_environment(environ: Mapping[str, str]) -> None:
+    """Refuse, before a study starts, the ``RLSCALE_LEASE_*`` values its jobs would fail on.
+
+    Raises:
+        LeaseError: naming the variable, its value and the fix.
+    """
+    lease_timeout(environ)
+    folder = environ.get(LEASE_DIR_ENV)
+    unwritable = folder and unwritable_reason(Path(folder))
+    if unwritable:
+        raise LeaseError(f"{LEASE_DIR_ENV}={folder!r}: {unwritable}; name a directory every job of the host can write")
 
 
 def _lease_dir(environ: Mapping[str, str]) -> Path:
@@ -173,8 +207,8 @@ def acquire(
             f"this job needs {num_gpus} GPU(s) but the host's pool has {len(pool)} ({source or 'no GPU'}); "
             "lower the world size or expose more GPUs via CUDA_VISIBLE_DEVICES."
         )
-    if timeout_s is None and environ.get(LEASE_TIMEOUT_ENV):
-        timeout_s = float(environ[LEASE_TIMEOUT_ENV])
+    if timeout_s is None:
+        timeout_s = lease_timeout(environ)
     directory = _lease_dir(environ)
     started = last_report = time.monotonic()
     while True:
@@ -248,8 +282,8 @@ def acquire_host(
         LeaseError: If the host was not granted within the timeout.
     """
     environ = os.environ if environ is None else environ
-    if timeout_s is None and environ.get(LEASE_TIMEOUT_ENV):
-        timeout_s = float(environ[LEASE_TIMEOUT_ENV])
+    if timeout_s is None:
+        timeout_s = lease_timeout(environ)
     directory = _lease_dir(environ)
     mode, how = (fcntl.LOCK_EX, "alone") if exclusive else (fcntl.LOCK_SH, "shared")
     started = time.monotonic()

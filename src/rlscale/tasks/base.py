@@ -10,25 +10,27 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Annotated
 
 import torch
+from annotated_types import Ge, Gt
 
 
 @dataclass(kw_only=True)
 class TaskCfg:
     """Settings every task shares; a task subclasses this with its own fields."""
 
-    num_envs: int = 4096
+    num_envs: Annotated[int, Ge(1)] = 4096
     """Number of environments stepped in one batch."""
-    seed: int = 42
+    seed: Annotated[int, Ge(0)] = 42
     """Seed of the task's own ``torch.Generator`` (resets and any randomisation)."""
     device: str = "cpu"
     """Torch device holding all state."""
-    sim_dt: float = 1.0 / 120.0
+    sim_dt: Annotated[float, Gt(0)] = 1.0 / 120.0
     """Physics step in seconds."""
-    decimation: int = 2
+    decimation: Annotated[int, Ge(1)] = 2
     """Physics steps per environment (control) step."""
-    episode_length_s: float = 5.0
+    episode_length_s: Annotated[float, Gt(0)] = 5.0
     """Episode duration; ``max_episode_length = ceil(episode_length_s / (sim_dt * decimation))``."""
 
 

@@ -9,8 +9,9 @@ checked for:
 * ``max_episode_length``: no episode runs longer; ``extras["log"]`` has the same keys on every step;
 * determinism: two builds with one seed step alike, a build with another seed differs (with XLA's deterministic GPU
   kernels, see :func:`use_deterministic_kernels`);
-* no host synchronisation inside ``step``: on every device no op that reads device data back (``item``, ``nonzero``,
-  ``bool`` of a tensor...), and on CUDA ``torch.cuda.set_sync_debug_mode("error")`` as well;
+* no host synchronisation inside ``step``: on every device no call that reads device data back (``.item()``,
+  ``.cpu()``, ``.numpy()``, ``.tolist()``, masked indexing and writes, ``if tensor:``...;
+  :mod:`rlscale.tasks.host_reads`), and on CUDA ``torch.cuda.set_sync_debug_mode("error")`` as well;
 * ``graph_capturable`` (on CUDA, when claimed): a captured, replayed step gives the eager trajectory;
 
 and its step throughput is measured at the given size. Each violation is one line, reported once (at its first step).
@@ -24,18 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from rlscale.tasks.base import VecTask
 from rlscale.tasks.graph import GraphedTask
+from rlscale.tasks.host_reads import HostReads
 from rlscale.tasks.plugins import one_line
 from rlscale.tasks.registry import make_task
 
-SYNC_OPS = frozenset(
-    {"_local_scalar_dense", "is_nonzero", "nonzero", "equal", "masked_select", "_unique2", "unique_consecutive"}
-)
-"""Aten ops whose result the host must wait for (``item``/``tolist``, ``bool``, boolean indexing, ``torch.equal``,
-data-dependent output shapes): each is a host synchronisation on CUDA."""
 DETERMINISM_STEPS = 32
 """Steps compared between builds (and between the eager and the replayed step)."""
 SYNC_CHECK_STEPS = 3
@@ -72,19 +68,6 @@ class Report:
             lines.append(f"throughput: {self.throughput:,.0f} env steps/s ({self.stepping})")
         lines.append("conforms" if self.conforms else f"{len(self.violations)} violation(s)")
         return lines
-
-
-class _SyncOps(TorchDispatchMode):
-    """Records the host-synchronising aten ops dispatched inside it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[str] = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.overloadpacket.__name__ in SYNC_OPS and str(func) not in self.seen:
-            self.seen.append(str(func))
-        return func(*args, **(kwargs or {}))
 
 
 Record = list[tuple[dict[str, torch.Tensor], ...]]
@@ -295,11 +278,12 @@ def _actions(task: VecTask, device: torch.device, steps: int) -> list[torch.Tens
 
 
 def _check_host_sync(report: Report, task: VecTask, actions: list[torch.Tensor]) -> None:
-    with _SyncOps() as ops:
+    reads = HostReads()
+    with reads.watch():
         for action in actions[:SYNC_CHECK_STEPS]:
             task.step(action)
-    for op in ops.seen:
-        report.fail("host sync", f"step calls {op}, which waits for the device")
+    for read in reads.found():
+        report.fail("host sync", f"step calls {read}, which waits for the device")
     if task.device.type != "cuda":
         return
     torch.cuda.synchronize(task.device)

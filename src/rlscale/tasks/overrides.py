@@ -1,21 +1,32 @@
 """``FIELD=VALUE`` overrides of a task's config dataclass, as Isaac Lab's ``env.FIELD=VALUE`` Hydra arguments give them.
 
 Torch-free: only the dataclass and its type hints are read, so a bad key or value is refused before a task exists.
+A field's range is declared once, where the field is first declared, as ``annotated_types`` constraints in its
+annotation (``sim_dt: Annotated[float, Gt(0)]``); a subclass that only changes the default keeps its base's range.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import operator
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+import annotated_types
 import yaml
 
 NULL_TEXTS = ("null", "None")
 """Spellings of None for an optional field."""
+_COMPARISONS = (
+    ("gt", ">", operator.gt),
+    ("ge", ">=", operator.ge),
+    ("lt", "<", operator.lt),
+    ("le", "<=", operator.le),
+)
+"""The ``annotated_types`` bounds a field's value is checked against, by attribute."""
 
 
 def parse_value(text: str) -> Any:
@@ -47,7 +58,35 @@ def field_value(cfg_class: type, key: str, text: str) -> Any:
     if dataclasses.is_dataclass(kind):
         example = dataclasses.fields(kind)[0].name
         raise ValueError(f"{key!r} is a nested config; set its fields one by one, e.g. {key}.{example}=VALUE")
-    return _convert(kind, text)
+    value = _convert(kind, text)
+    broken = bound_violation(value, field_bounds(owner, name))
+    if broken:
+        raise ValueError(f"{key} {broken}, got {text}")
+    return value
+
+
+def field_bounds(owner: type, name: str) -> list[Any]:
+    """The ``annotated_types`` constraints declared on field ``name`` by ``owner`` or any dataclass it derives from."""
+    bounds: list[Any] = []
+    for klass in owner.__mro__:
+        if name in vars(klass).get("__annotations__", {}):
+            hint = typing.get_type_hints(klass, include_extras=True)[name]
+            bounds += getattr(hint, "__metadata__", ())
+    return bounds
+
+
+def bound_violation(value: Any, bounds: Iterable[Any]) -> str | None:
+    """What ``value`` breaks of ``bounds`` (``annotated_types`` ``Gt``/``Ge``/``Lt``/``Le``/``Interval``), as
+    ``must be > 0``; None when it keeps them, or is not a number (None, text: its type is checked elsewhere)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    for group in bounds:
+        for bound in group if isinstance(group, annotated_types.GroupedMetadata) else [group]:
+            for attribute, symbol, holds in _COMPARISONS:
+                limit = getattr(bound, attribute, None)
+                if limit is not None and not holds(value, limit):
+                    return f"must be {symbol} {limit}"
+    return None
 
 
 def with_overrides(cfg: Any, overrides: Mapping[str, Any]) -> Any:

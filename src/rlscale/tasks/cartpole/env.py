@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Annotated
 
 import torch
+from annotated_types import Gt
 
 from rlscale.tasks.base import Observations, TaskCfg, VecTask
 from rlscale.tasks.cartpole.physics import CartpoleParams, simulate
@@ -30,9 +32,9 @@ class CartpoleCfg(TaskCfg):
 
     physics: CartpoleParams = field(default_factory=CartpoleParams)
     """Masses, lengths, joint damping and the effort limit."""
-    max_cart_pos: float = 3.0
+    max_cart_pos: Annotated[float, Gt(0)] = 3.0
     """Cart positions beyond +-this (m) terminate the episode."""
-    action_scale: float = 100.0
+    action_scale: Annotated[float, Gt(0)] = 100.0
     """Force in N per unit action."""
     rew_scale_alive: float = 1.0
     rew_scale_terminated: float = -2.0

@@ -26,8 +26,10 @@ here is branch-free elementwise tensor code (no host syncs), so it also traces u
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 import torch
+from annotated_types import Ge, Gt
 
 
 @dataclass(frozen=True)
@@ -35,19 +37,19 @@ class CartpoleParams:
     """Physical constants. Isaac Lab's ``cartpole.usd`` masses and lengths are not public, so plausible values are
     chosen; the joint drive constants are those of Isaac Lab's ``CARTPOLE_CFG`` actuators."""
 
-    cart_mass: float = 1.0
+    cart_mass: Annotated[float, Gt(0)] = 1.0
     """Cart mass M in kg."""
-    pole_mass: float = 0.1
+    pole_mass: Annotated[float, Gt(0)] = 0.1
     """Pole (uniform rod) mass m in kg."""
-    pole_length: float = 1.0
+    pole_length: Annotated[float, Gt(0)] = 1.0
     """Full pole length L in m; the centre of mass sits at L/2 from the pivot."""
-    gravity: float = 9.81
+    gravity: Annotated[float, Ge(0)] = 9.81
     """Gravitational acceleration g in m/s^2."""
-    cart_damping: float = 10.0
+    cart_damping: Annotated[float, Ge(0)] = 10.0
     """Viscous damping b_x on the cart joint in N*s/m (``CARTPOLE_CFG`` cart actuator: stiffness 0, damping 10)."""
-    pole_damping: float = 0.0
+    pole_damping: Annotated[float, Ge(0)] = 0.0
     """Viscous damping b_theta on the pole joint in N*m*s/rad (``CARTPOLE_CFG`` pole actuator: damping 0)."""
-    effort_limit: float = 400.0
+    effort_limit: Annotated[float, Gt(0)] = 400.0
     """Magnitude limit of the applied cart force in N; the force is clamped to it."""
 
     @property

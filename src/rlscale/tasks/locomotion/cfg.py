@@ -10,10 +10,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from typing import Annotated
+
+from annotated_types import Ge, Gt, Interval
 
 from rlscale.tasks.mjx import MjxTaskCfg
 
 Range = tuple[float, float]
+Share = Annotated[float, Interval(ge=0.0, le=1.0)]
 
 
 def check_ranges(section: object) -> None:
@@ -34,19 +38,16 @@ class VelocityCommandCfg:
     heading: Range = (-math.pi, math.pi)
     """Heading targets (rad) of the heading envs, whose ``w_z`` command steers towards them."""
     heading_command: bool = True
-    heading_control_stiffness: float = 0.5
-    rel_heading_envs: float = 1.0
+    heading_control_stiffness: Annotated[float, Ge(0)] = 0.5
+    rel_heading_envs: Share = 1.0
     """Share of envs whose yaw command follows a heading target (the rest get a sampled ``w_z``)."""
-    rel_standing_envs: float = 0.02
+    rel_standing_envs: Share = 0.02
     """Share of envs commanded to stand still."""
     resampling_time_s: Range = (10.0, 10.0)
     """Seconds between resamples within an episode (Isaac Lab 2.x; its newest base config never resamples)."""
 
     def __post_init__(self) -> None:
         check_ranges(self)
-        for name in ("rel_heading_envs", "rel_standing_envs"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{type(self).__name__}.{name}: a share in [0, 1], got {getattr(self, name)}")
         if self.resampling_time_s[0] <= 0.0:
             raise ValueError(f"{type(self).__name__}.resampling_time_s: must be positive, got {self.resampling_time_s}")
 
@@ -56,11 +57,11 @@ class ObservationNoiseCfg:
     """Isaac Lab's additive uniform noise ``U(-n, n)`` on the policy observations (``enable_corruption``)."""
 
     enable: bool = True
-    base_lin_vel: float = 0.1
-    base_ang_vel: float = 0.2
-    projected_gravity: float = 0.05
-    joint_pos: float = 0.01
-    joint_vel: float = 1.5
+    base_lin_vel: Annotated[float, Ge(0)] = 0.1
+    base_ang_vel: Annotated[float, Ge(0)] = 0.2
+    projected_gravity: Annotated[float, Ge(0)] = 0.05
+    joint_pos: Annotated[float, Ge(0)] = 0.01
+    joint_vel: Annotated[float, Ge(0)] = 1.5
 
 
 @dataclass(kw_only=True)
@@ -68,12 +69,12 @@ class EventsCfg:
     """Isaac Lab's reset and interval events (``reset_base``, ``reset_robot_joints``, ``push_robot``)."""
 
     reset_yaw: Range = (-math.pi, math.pi)
-    reset_base_velocity: float = 0.1
+    reset_base_velocity: Annotated[float, Ge(0)] = 0.1
     """Half-width of the uniform reset velocity of the base, each linear (m/s) and angular (rad/s) axis."""
     reset_joint_position_scale: Range = (0.5, 1.5)
     """Default joint positions times ``U(min, max)``, clipped to the joint ranges (``reset_joints_by_scale``)."""
     push_interval_s: Range = (10.0, 15.0)
-    push_velocity_xy: float = 0.1
+    push_velocity_xy: Annotated[float, Ge(0)] = 0.1
     """Half-width of the uniform push added to the base's x and y velocity (m/s); 0 disables pushes."""
 
     def __post_init__(self) -> None:
@@ -116,18 +117,18 @@ class VelocityTaskCfg(MjxTaskCfg):
     sim_dt: float = 0.005
     decimation: int = 4
     episode_length_s: float = 20.0
-    action_scale: float = 0.5
+    action_scale: Annotated[float, Gt(0)] = 0.5
     """Joint position target = default + scale × action (``JointPositionActionCfg``, ``use_default_offset``)."""
-    tracking_std: float = 0.5
+    tracking_std: Annotated[float, Gt(0)] = 0.5
     """Width of the tracking kernels ``exp(-error² / std²)`` (Isaac Lab's ``std = sqrt(0.25)``)."""
     track_in_yaw_frame: bool = False
     """Track ``v_x, v_y`` in the gravity-aligned yaw frame and ``w_z`` in the world frame (Isaac Lab's G1 terms)
     rather than in the base frame."""
-    feet_air_time_threshold: float = 0.5
+    feet_air_time_threshold: Annotated[float, Ge(0)] = 0.5
     """Seconds of air time that ``feet_air_time`` rewards beyond (quadruped) or up to (biped)."""
     foot_contact_height: float = 0.005
     """A foot touches the floor when its lowest point is below this height (m); see docs/robots.md."""
-    soft_joint_pos_limit_factor: float = 0.9
+    soft_joint_pos_limit_factor: Annotated[float, Interval(gt=0.0, le=1.0)] = 0.9
     """``dof_pos_limits`` penalises joint positions outside this share of each joint's range, about its middle."""
     commands: VelocityCommandCfg = field(default_factory=VelocityCommandCfg)
     rewards: VelocityRewardsCfg = field(default_factory=VelocityRewardsCfg)

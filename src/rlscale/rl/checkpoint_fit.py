@@ -1,0 +1,110 @@
+"""Whether a checkpoint given to ``--resume`` fits the run, checked before launch: its library, its task and the
+observation size its policy reads.
+
+The library shows in the checkpoint's top-level keys; the task in the manifest of the run that wrote it (beside the
+checkpoint, or one folder up where the library keeps checkpoints in a subfolder). A checkpoint copied away from its
+run has no manifest: then the observation size of its policy's first weight matrix is compared with the task's,
+which takes building the task once (on the CPU, one env).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rlscale.tasks import make_task
+
+POLICY_KEYS = {"rsl_rl": "actor_state_dict", "rl_games": "model", "skrl": "policy"}
+"""Library → the top-level key of its checkpoints holding the policy weights (rsl-rl-lib 5, rl-games 1.6, skrl 2)."""
+
+
+NETWORK_KEYS = {
+    "rsl_rl": ("actor.hidden_dims", "critic.hidden_dims"),
+    "rl_games": ("params.network.mlp.units",),
+    "skrl": ("models.policy.network", "models.value.network"),
+}
+"""Library → the agent config entries that set its networks' layers: a checkpoint loads only into the same ones."""
+
+
+class CheckpointMismatch(ValueError):
+    """The checkpoint was written by another library, for another task, or for other observations."""
+
+
+def check_checkpoint_fits(path: Path, state: Any, task_id: str, rl_library: str, agent_cfg: dict) -> None:
+    """Refuse a checkpoint (``state``, as loaded from ``path``) that ``rl_library`` cannot resume on ``task_id`` with
+    the networks of ``agent_cfg``.
+
+    Raises:
+        CheckpointMismatch: one line naming what the checkpoint is and what the run is.
+    """
+    run = f"this run is {task_id} with {rl_library}"
+    written_by = _library_of(state)
+    if written_by is not None and written_by != rl_library:
+        raise CheckpointMismatch(
+            f"a {written_by} checkpoint, but {run}; pass --rl_library {written_by}, or a {rl_library} checkpoint"
+        )
+    manifest = _run_manifest(path)
+    args = manifest.get("args", {}) if manifest else {}
+    if args.get("task") not in (None, task_id) or args.get("rl_library") not in (None, rl_library):
+        raise CheckpointMismatch(
+            f"written by a run of {args.get('task')} with {args.get('rl_library')} (its manifest.json), but {run}; "
+            "pass a checkpoint of this task and library"
+        )
+    for key in NETWORK_KEYS[rl_library] if manifest else ():
+        written, wanted = _entry(manifest.get("agent_cfg"), key), _entry(agent_cfg, key)
+        if written is not None and wanted is not None and written != wanted:
+            raise CheckpointMismatch(
+                f"its networks have {key} {written} (its manifest.json), but this run's {key} is {wanted}; drop the "
+                "override, or train from scratch"
+            )
+    inputs = _policy_inputs(state, rl_library)
+    if inputs is None or args.get("task") == task_id:  # its run's manifest vouches for the task: no build needed
+        return
+    task = make_task(task_id, num_envs=1, device="cpu")
+    try:
+        expected = task.observation_dims["policy"]
+    finally:
+        task.close()
+    if inputs != expected:
+        raise CheckpointMismatch(
+            f"its policy reads {inputs} observations, but {task_id}'s policy observations are {expected} ({run}); "
+            "pass a checkpoint of this task"
+        )
+
+
+def _library_of(state: Any) -> str | None:
+    if not isinstance(state, dict):
+        return None
+    return next((library for library, key in POLICY_KEYS.items() if key in state), None)
+
+
+def _entry(cfg: Any, key: str) -> Any:
+    """``cfg[a][b]...`` for ``a.b...``, or None."""
+    for part in key.split("."):
+        if not isinstance(cfg, dict):
+            return None
+        cfg = cfg.get(part)
+    return cfg
+
+
+def _run_manifest(path: Path) -> dict | None:
+    for folder in (path.parent, path.parent.parent):
+        manifest = folder / "manifest.json"
+        if manifest.is_file():
+            try:
+                return json.loads(manifest.read_text())
+            except (OSError, ValueError):
+                return None
+    return None
+
+
+def _policy_inputs(state: Any, rl_library: str) -> int | None:
+    """Columns of the first weight matrix of the policy: the observations it reads (None when not a torch state)."""
+    policy = state.get(POLICY_KEYS[rl_library]) if isinstance(state, dict) else None
+    if not isinstance(policy, dict):
+        return None
+    for name, value in policy.items():
+        if name.endswith("weight") and getattr(value, "ndim", 0) == 2:
+            return int(value.shape[1])
+    return None

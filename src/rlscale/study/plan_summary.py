@@ -1,0 +1,32 @@
+"""The study's plan in a few lines, printed when Snakemake parses the workflow (``snakemake -n`` included): the
+device, the cells and runs, and each run's budget, so that a user sees what a config will run before it runs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rlscale.study.config import envs_for
+
+
+def plan_lines(study: Mapping) -> list[str]:
+    """Lines describing the effective config ``study`` (:func:`rlscale.study.config.validated_config`)."""
+    tasks, libraries, sizes, seeds = study["tasks"], study["libraries"], study["world_sizes"], study["seeds"]
+    env_counts = sum(len(envs_for(study, task)) for task in tasks)
+    cells = env_counts * len(libraries) * len(sizes)
+    iterations = study["iterations"]
+    lines = [
+        f"plan: {study['study']} on {study['device']}, world sizes {sorted(sizes)}: {len(tasks)} task(s) x "
+        f"{len(libraries)} librar{'y' if len(libraries) == 1 else 'ies'} x {len(sizes)} world size(s), "
+        f"{env_counts} task/env-count pair(s): {cells} training cell(s), {cells * len(seeds)} benchmark run(s) "
+        f"({len(seeds)} seed(s)), {len(tasks) * len(libraries) * len(sizes)} train run(s)",
+        f"plan budgets per run: validate {iterations['validate']} iterations at {study['validate_num_envs']} envs; "
+        f"train {iterations['train']} iterations at the task's largest env count per rank; benchmark "
+        f"{iterations['benchmark']} iterations ({study['warmup_iterations']} warm-up) per seed",
+    ]
+    parity = study.get("parity") or {}
+    budgets = {task: steps for task, steps in (parity.get("max_env_steps") or {}).items() if task in tasks}
+    targets = [task for task in (parity.get("target") or {}) if task in tasks]
+    if targets:
+        steps = ", ".join(f"{task} {budgets.get(task, 0):,}" for task in targets)
+        lines.append(f"plan parity: at most these global env steps per run: {steps}")
+    return lines
