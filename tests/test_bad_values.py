@@ -204,7 +204,7 @@ def agent_configs() -> list[tuple[str, Path]]:
     source = Path(__file__).resolve().parents[1] / "src" / "rlscale"
     found = [(path.stem.removesuffix("_ppo"), path) for path in (source / "rl" / "default_agents").glob("*.yaml")]
     for path in (source / "tasks").glob("*/agents/*.yaml"):
-        found.append((next(name for name in ("rsl_rl", "rl_games", "skrl") if path.name.startswith(name)), path))
+        found.append((next(name for name in ("rsl_rl", "rl_games", "skrl") if name in path.name), path))
     return found
 
 

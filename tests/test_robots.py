@@ -94,7 +94,7 @@ class TestRegistration:
         [
             ("env.commands.lin_vel_x=[1.0,-1.0]", "VelocityCommandCfg.lin_vel_x: min 1.0 > max -1.0"),
             ("env.events.push_interval_s=[15.0,10.0]", "EventsCfg.push_interval_s: min 15.0 > max 10.0"),
-            ("env.commands.rel_standing_envs=1.5", "commands.rel_standing_envs must be <= 1.0, got 1.5"),
+            ("env.commands.rel_standing_envs=1.5", "commands.rel_standing_envs must be <= 1, got 1.5"),
             ("env.action_scale=0", "action_scale must be > 0, got 0"),
             ("env.rewards.no_such_term=1.0", "VelocityRewardsCfg has no field 'no_such_term'"),
             ("env.rewards.feet_air_time=high", "expected float, got 'high'"),

@@ -17,7 +17,7 @@ from annotated_types import Ge, Gt, Interval
 from rlscale.tasks.mjx import MjxTaskCfg
 
 Range = tuple[float, float]
-Share = Annotated[float, Interval(ge=0.0, le=1.0)]
+Share = Annotated[float, Interval(ge=0, le=1)]
 
 
 def check_ranges(section: object) -> None:
@@ -128,7 +128,7 @@ class VelocityTaskCfg(MjxTaskCfg):
     """Seconds of air time that ``feet_air_time`` rewards beyond (quadruped) or up to (biped)."""
     foot_contact_height: float = 0.005
     """A foot touches the floor when its lowest point is below this height (m); see docs/robots.md."""
-    soft_joint_pos_limit_factor: Annotated[float, Interval(gt=0.0, le=1.0)] = 0.9
+    soft_joint_pos_limit_factor: Annotated[float, Interval(gt=0, le=1)] = 0.9
     """``dof_pos_limits`` penalises joint positions outside this share of each joint's range, about its middle."""
     commands: VelocityCommandCfg = field(default_factory=VelocityCommandCfg)
     rewards: VelocityRewardsCfg = field(default_factory=VelocityRewardsCfg)
