@@ -71,7 +71,7 @@ class TestGpuRanksNeverRunOnCpu:
         """The control: two GPUs that torch sees pass the check, and only then are ranks placed on CPUs."""
         monkeypatch.chdir(tmp_path)
         torch_offers(monkeypatch, "12.8", 2)
-        monkeypatch.setattr("rlscale.run.spec._resolve_device", lambda parser, requested: "cuda:0")
+        monkeypatch.setattr("rlscale.run.spec.resolve_device", lambda parser, requested: "cuda:0")
         case = Case("ok", f"{LAUNCH} --num_gpus 2", ("",), env={"CUDA_VISIBLE_DEVICES": "0,1"})
         with pytest.raises(AssertionError, match="a job was about to start"):
             run_case(case, tmp_path, monkeypatch, capsys)

@@ -91,6 +91,7 @@ def run(world_size: int, seed: int, crossing: int | None, seconds_per_iteration:
         "max_env_steps": steps * iterations,
         "metric": "mean_episode_length",
         "target": 290.0,
+        "direction": "at_least",
     }
     manifest = {
         "status": "completed",
@@ -146,6 +147,15 @@ class TestCrossing:
         iterations[1]["env_steps"] = 20
         iterations[0]["metrics"] = {}  # before the first episode ended
         assert first_crossing(iterations, "Metrics/forward_speed", 0.3) == (20.0, 1.0)
+
+    def test_an_error_reaches_its_target_from_above(self):
+        errors = (math.nan, 0.6, 0.3, 0.25, 0.31)  # NaN: no episode had ended yet
+        iterations = [
+            record(10 * (i + 1), float(i + 1), 50, 1, **{"Metrics/base_velocity/error_vel_xy": e})
+            for i, e in enumerate(errors)
+        ]
+        assert first_crossing(iterations, "Metrics/base_velocity/error_vel_xy", 0.25, "at_most") == (40.0, 4.0)
+        assert first_crossing(iterations, "Metrics/base_velocity/error_vel_xy", 0.2, "at_most") == (math.inf, math.inf)
 
     def test_return_at_checkpoints(self):
         iterations = [record(100 * (i + 1), i, 10, float(i)) for i in range(4)]

@@ -340,11 +340,16 @@ def test_evaluate_reports_tracking_error_and_falls_per_command(tmp_path, jax_env
         (["--checkpoint", "no/such/model.pt"], "--checkpoint no/such/model.pt: no such file"),
         (["--checkpoint", "{file}", "--command", "1,0"], "argument --command: invalid parse_command value: '1,0'"),
         (["--checkpoint", "{file}"], "no manifest.json beside it"),
+        (["--checkpoint", "{file}", "--seed", "-1"], "--seed -1: must be >= 0"),
+        (["--checkpoint", "{file}", "--device", "gpu"], "--device 'gpu' is not cpu, cuda or cuda:N"),
     ],
 )
 def test_evaluate_refuses_bad_input_in_one_line(tmp_path, args, expected):
     checkpoint = tmp_path / "model_1.pt"
     checkpoint.write_bytes(b"")
+    if "no manifest" not in expected:
+        manifest = {"args": {"task": "Rlscale-Go1-Flat", "rl_library": "rsl_rl"}}
+        (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     result = rlscale("evaluate", *[arg.format(file=checkpoint) for arg in args], timeout=120)
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert expected in result.stderr

@@ -6,7 +6,7 @@ its quotes, so that a figure and its source cannot drift apart. Change a figure 
 computation, and the test names the sentence to update.
 
 The parity figures come from ``tools/quoted_parity.py``, docs/performance.md's round two from
-``tools/quoted_round_two.py``.
+``tools/quoted_round_two.py``, docs/robots.md's from ``tools/quoted_robots.py``.
 
 Usage: python tools/quoted_figures.py   (prints each document, what the figure is, and the quoted text)
 """
@@ -26,6 +26,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/ is no package: its sibling modules
 from quoted_common import LIBRARY_ROWS, PERFORMANCE, Quote, span, with_interval  # noqa: E402
 from quoted_parity import parity_quotes  # noqa: E402
+from quoted_robots import robot_quotes  # noqa: E402
 from quoted_round_two import round_two_quotes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -323,6 +324,7 @@ def all_quotes(root: Path = ROOT) -> list[Quote]:
         *measured_graph_gain_quotes(root),
         *round_two_quotes(root),
         *parity_quotes(root),
+        *robot_quotes(root),
     ]
 
 

@@ -45,10 +45,14 @@ def parser() -> OneLineParser:
 
 
 def main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
+    from rlscale.run.spec import resolve_device
+
+    command_line = parser()
+    args = command_line.parse_args(argv)
     bad = _refusal(args)
     if bad:
-        parser().error(bad)
+        command_line.error(bad)
+    args.device = resolve_device(command_line, args.device)
     manifest = json.loads((args.checkpoint.parent / "manifest.json").read_text())
     results = evaluate(manifest, args)
     print(json.dumps(results["summary"], indent=2))
@@ -75,6 +79,8 @@ def _refusal(args: Any) -> str | None:
 
     if not issubclass(get_spec(run_args["task"]).cfg_class, VelocityTaskCfg):
         return f"--checkpoint: evaluate measures velocity tracking; {run_args['task']} is no velocity task"
+    if args.seed < 0:
+        return f"--seed {args.seed}: must be >= 0"
     commands = len(args.command or [()])
     if args.num_envs < commands:
         return f"--num_envs {args.num_envs}: need at least one env per command ({commands})"

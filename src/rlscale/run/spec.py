@@ -176,7 +176,7 @@ def spec_from_args(
         isolate_gpu_if_task_asks(task_id, args.device, args.ml_framework)
     except ValueError as error:
         parser.error(f"--task {task_id}: {error}")
-    device = _resolve_device(parser, args.device)
+    device = resolve_device(parser, args.device)
     try:
         agent_cfg = agent_defaults.agent_cfg(task_id, args.rl_library)  # the task's own YAML, else the defaults
     except ValueError as error:
@@ -260,7 +260,8 @@ def spec_from_environment() -> RunSpec | None:
     return spec
 
 
-def _resolve_device(parser: argparse.ArgumentParser, requested: str | None) -> str:
+def resolve_device(parser: argparse.ArgumentParser, requested: str | None) -> str:
+    """``--device`` checked against the host (one line through ``parser`` otherwise), with CUDA's index named."""
     import torch
 
     if requested is None:

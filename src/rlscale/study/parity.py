@@ -124,7 +124,8 @@ def parity_cells(
                                 "max_env_steps": budget,
                                 "iterations": parity_iterations(budget, rollout, envs, world_size),
                                 "metric": target["metric"],
-                                "target": float(target["at_least"]),
+                                "target": float(target.get("at_least", target.get("at_most"))),
+                                "direction": "at_most" if "at_most" in target else "at_least",
                             }
                         )
     return cells

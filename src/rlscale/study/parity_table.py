@@ -27,7 +27,7 @@ COMPARISON_COLUMNS = [
 """Columns of ``parity.csv`` that compare a row with one rank (see :func:`parity_table`)."""
 PARITY_COLUMNS = [
     *GROUP,
-    *("num_envs_per_rank", "metric", "target", "max_env_steps", "n_runs", "n_reached"),
+    *("num_envs_per_rank", "metric", "target", "direction", "max_env_steps", "n_runs", "n_reached"),
     *("env_steps_to_target_median", "env_steps_to_target_min", "env_steps_to_target_max"),
     *("wall_time_to_target_median_s", "wall_time_to_target_min_s", "wall_time_to_target_max_s"),
     *COMPARISON_COLUMNS,
@@ -42,11 +42,15 @@ def metric_values(iterations: Sequence[Mapping], metric: str) -> list[float]:
     return [float((record.get("metrics") or {}).get(metric, math.nan)) for record in iterations]
 
 
-def first_crossing(iterations: Sequence[Mapping], metric: str, at_least: float) -> tuple[float, float]:
-    """Global env steps and wall time (s) at the end of the first iteration whose metric is at least ``at_least``;
-    ``(inf, inf)`` when none is (NaN, before any episode ended, is never at the target)."""
+def first_crossing(
+    iterations: Sequence[Mapping], metric: str, target: float, direction: str = "at_least"
+) -> tuple[float, float]:
+    """Global env steps and wall time (s) at the end of the first iteration whose metric is at least ``target``
+    (``direction`` ``at_most``: at most, for an error); ``(inf, inf)`` when none is (NaN, before any episode ended,
+    is never at the target)."""
+    reached = (lambda value: value >= target) if direction == "at_least" else (lambda value: value <= target)
     for record, value in zip(iterations, metric_values(iterations, metric), strict=True):
-        if value >= at_least:
+        if reached(value):
             return float(record["env_steps"]), float(record["elapsed_s"])
     return math.inf, math.inf
 
@@ -80,10 +84,13 @@ def run_record(manifest: Mapping, cell: Mapping, checkpoints: Sequence[float], p
         if value != cell[key]:
             raise ValueError(f"{path}: the run has {key}={value!r} but is filed under {key}={cell[key]!r}")
     iterations = manifest["iterations"]
-    env_steps, wall_time = first_crossing(iterations, cell["metric"], cell["target"])
+    env_steps, wall_time = first_crossing(iterations, cell["metric"], cell["target"], cell["direction"])
     last = iterations[-1] if iterations else {}
     return {
-        **{key: cell[key] for key in (*GROUP, "seed", "num_envs_per_rank", "metric", "target", "max_env_steps")},
+        **{
+            key: cell[key]
+            for key in (*GROUP, "seed", "num_envs_per_rank", "metric", "target", "direction", "max_env_steps")
+        },
         "reached": math.isfinite(env_steps),
         "env_steps_to_target": env_steps,
         "wall_time_to_target_s": wall_time,
@@ -130,7 +137,10 @@ def parity_table(runs: pd.DataFrame, tolerance: float) -> pd.DataFrame:
         rows.append(
             {
                 **dict(zip(GROUP, key, strict=True)),
-                **{name: first[name] for name in ("num_envs_per_rank", "metric", "target", "max_env_steps")},
+                **{
+                    name: first[name]
+                    for name in ("num_envs_per_rank", "metric", "target", "direction", "max_env_steps")
+                },
                 "n_runs": len(group),
                 "n_reached": int(group["reached"].sum()),
                 **_spread(group["env_steps_to_target"], "env_steps_to_target"),

@@ -130,7 +130,7 @@ def parity_markdown(parity: pd.DataFrame, figures: Sequence[str]) -> list[str]:
     for task, rows in parity.groupby("task", sort=False):
         first = rows.iloc[0]
         lines += [
-            f"### {task}: {first['metric']} ≥ {first['target']:g} within {first['max_env_steps']:,.0f} env steps, "
+            f"### {task}: {first['metric']} {'≤' if first['direction'] == 'at_most' else '≥'} {first['target']:g} within {first['max_env_steps']:,.0f} env steps, "
             f"{first['num_envs_per_rank']} envs per rank",
             "",
             markdown_table(rows[list(PARITY_SHOWN)].rename(columns=PARITY_SHOWN)),

@@ -1,0 +1,79 @@
+"""docs/robots.md's figures, recomputed from results/h200/robots/ (evaluations, console logs, check_task logs and
+the runtime bundles of the 5 interleaved repeats), for tools/quoted_figures.py."""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from datetime import datetime
+from pathlib import Path
+
+from quoted_common import Quote
+
+ROBOTS_DOC = "docs/robots.md"
+RESULTS = Path("results/h200/robots")
+CONSOLE = re.compile(r"it (\d+)/\d+\s+([\d,]+) steps/s")
+FROM_ITERATION = 10
+"""Training throughput leaves the first nine iterations out (startup and the first updates)."""
+
+
+def evaluation_quotes(root: Path, robot: str, file: str, rows: bool = True) -> list[Quote]:
+    """The evaluation's summary, and with ``rows`` its table row per command."""
+    evaluation = json.loads((root / RESULTS / file).read_text())
+    summary = evaluation["summary"]
+    quotes = [
+        Quote(
+            ROBOTS_DOC,
+            f"{robot} evaluation ({file})",
+            f"{summary['lin_vel_error_mps']:.3f} m/s linear, {summary['ang_vel_error_radps']:.3f} rad/s yaw, "
+            f"{100 * summary['fall_rate']:.1f} % falls",
+        )
+    ]
+    for entry in evaluation["per_command"] if rows else ():
+        command = ", ".join(f"{value:g}" for value in entry["command"])
+        row = (
+            f"| {robot} | ({command}) | {entry['envs']} | {entry['lin_vel_error_mps']:.3f} | "
+            f"{entry['ang_vel_error_radps']:.3f} | {100 * entry['fall_rate']:.1f} % |"
+        )
+        quotes.append(Quote(ROBOTS_DOC, f"{robot} evaluation row ({command})", row))
+    return quotes
+
+
+def training_rate(log: Path) -> tuple[int, float]:
+    """Last iteration and median env steps/s of the iterations from :data:`FROM_ITERATION` on."""
+    lines = [(int(iteration), float(rate.replace(",", ""))) for iteration, rate in CONSOLE.findall(log.read_text())]
+    return lines[-1][0], statistics.median(rate for iteration, rate in lines if iteration >= FROM_ITERATION)
+
+
+def robot_quotes(root: Path) -> list[Quote]:
+    quotes = evaluation_quotes(root, "Go1", "go1_learning/evaluation.json")
+    quotes.append(Quote("README.md", "Go1 evaluation", quotes[0].text))
+    quotes += evaluation_quotes(root, "G1", "g1_learning/evaluation_it275.json", rows=False)
+    quotes += evaluation_quotes(root, "G1", "g1_learning/evaluation_it475.json")
+    manifest = json.loads((root / RESULTS / "go1_learning" / "manifest.json").read_text())
+    wall = datetime.fromisoformat(manifest["end_time"]) - datetime.fromisoformat(manifest["start_time"])
+    for document in (ROBOTS_DOC, "README.md"):
+        quotes.append(Quote(document, "Go1 run's wall time", f"{wall.total_seconds():.0f} s from start to stop"))
+    for robot, log in (("Go1", "go1_learning/train.log"), ("G1", "g1_learning/train.log")):
+        last, rate = training_rate(root / RESULTS / log)
+        quotes.append(
+            Quote(ROBOTS_DOC, f"{robot} training rate", f"{robot}: {rate / 1e3:.0f} k env steps/s to iteration {last}")
+        )
+    for robot in ("Go1", "G1"):
+        log = (root / RESULTS / "check_task" / f"Rlscale-{robot}-Flat.log").read_text()
+        (rate,) = re.findall(r"throughput: ([\d,]+) env steps/s", log)
+        conforms = log.strip().splitlines()[-1]
+        quotes.append(Quote(ROBOTS_DOC, f"{robot} check_task", f"| Rlscale-{robot}-Flat | {conforms} | {rate} |"))
+    medians = {}
+    for envs in (4096, 16384, 32768):
+        rates = [
+            json.loads(path.read_text())["runtime"]["environment_step_timing"]["environment_step_fps"]["mean"] / 1e3
+            for path in sorted((root / RESULTS / "throughput" / f"e{envs}").glob("repeat*.json"))
+        ]
+        row = f"| {envs:,} | {len(rates)} | {statistics.median(rates):,.0f} | {min(rates):,.0f}–{max(rates):,.0f} |"
+        quotes.append(Quote(ROBOTS_DOC, f"Go1 runtime throughput at {envs} envs", row))
+        medians[envs] = statistics.median(rates) / 1e3
+    text = f"{medians[4096]:.2f} M env steps/s at 4096 envs and {medians[16384]:.2f} M at 16 384"
+    quotes.append(Quote("README.md", "Go1 runtime throughput", text))
+    return quotes
