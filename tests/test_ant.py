@@ -6,7 +6,6 @@ backend's cheap optimisation level (``FAST_COMPILE``): both change compile time 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -14,23 +13,11 @@ import sys
 
 import pytest
 import torch
+from mjx_support import FAST_COMPILE, requires_mjx
 
 from rlscale.tasks import list_tasks, make_task
 
-HAS_MJX = importlib.util.find_spec("mujoco") is not None and importlib.util.find_spec("mujoco.mjx") is not None
-requires_mjx = pytest.mark.skipif(not HAS_MJX, reason="mujoco.mjx not installed (pip install 'rlscale[mjx]')")
-FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
 NUM_ENVS = 16
-
-
-@pytest.fixture(scope="module")
-def jax_env(tmp_path_factory):
-    """Environment for every JAX process of this module: the shared cache and the fast-compile flags."""
-    return {
-        "JAX_COMPILATION_CACHE_DIR": str(tmp_path_factory.mktemp("jax_cache")),
-        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-        "XLA_FLAGS": FAST_COMPILE,
-    }
 
 
 @pytest.fixture(scope="module")

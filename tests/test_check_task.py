@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 from example_task import EXAMPLE_TASK, ensure_example_installed
+from mjx_support import FAST_COMPILE
 
-FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
 BRANCH = "bool(tensor) (Python control flow on a tensor: if, while, and, or)"
 
 BROKEN_TASKS = textwrap.dedent(

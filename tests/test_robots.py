@@ -8,7 +8,6 @@ level (as tests/test_ant.py).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -17,12 +16,10 @@ import sys
 
 import pytest
 import torch
+from mjx_support import requires_mjx
 
 from rlscale.tasks import UnknownTaskError, list_tasks, resolve_task_id
 
-HAS_MJX = importlib.util.find_spec("mujoco") is not None and importlib.util.find_spec("mujoco.mjx") is not None
-requires_mjx = pytest.mark.skipif(not HAS_MJX, reason="mujoco.mjx not installed (pip install 'rlscale[mjx]')")
-FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
 NUM_ENVS = 8
 ROBOTS = ("Rlscale-Go1-Flat", "Rlscale-G1-Flat")
 
@@ -35,15 +32,6 @@ def rlscale(*args: str, env: dict | None = None, timeout: float = 600) -> subpro
         timeout=timeout,
         env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
     )
-
-
-@pytest.fixture(scope="module")
-def jax_env(tmp_path_factory):
-    return {
-        "JAX_COMPILATION_CACHE_DIR": str(tmp_path_factory.mktemp("jax_cache")),
-        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-        "XLA_FLAGS": FAST_COMPILE,
-    }
 
 
 _BUILT: dict[str, object] = {}

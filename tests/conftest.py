@@ -1,0 +1,17 @@
+"""Fixtures shared by test modules."""
+
+from __future__ import annotations
+
+import pytest
+from mjx_support import FAST_COMPILE
+
+
+@pytest.fixture(scope="module")
+def jax_env(tmp_path_factory):
+    """Environment for every JAX process of a test module: MJX's compile dominates on CPU, so they share one
+    persistent compilation cache and XLA's cheap optimisation level."""
+    return {
+        "JAX_COMPILATION_CACHE_DIR": str(tmp_path_factory.mktemp("jax_cache")),
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "XLA_FLAGS": FAST_COMPILE,
+    }
