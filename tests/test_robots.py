@@ -330,6 +330,7 @@ def test_evaluate_reports_tracking_error_and_falls_per_command(tmp_path, jax_env
         (["--checkpoint", "{file}"], "no manifest.json beside it"),
         (["--checkpoint", "{file}", "--seed", "-1"], "--seed -1: must be >= 0"),
         (["--checkpoint", "{file}", "--device", "gpu"], "--device 'gpu' is not cpu, cuda or cuda:N"),
+        (["--checkpoint", "{file}", "--output", "/proc/evaluation.json"], "--output /proc/evaluation.json: "),
     ],
 )
 def test_evaluate_refuses_bad_input_in_one_line(tmp_path, args, expected):

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rlscale.argparsing import OneLineParser
+from rlscale.paths import unwritable_reason
 
 SUPPORTED_LIBRARIES = ("rsl_rl",)
 """Libraries whose checkpoints evaluate loads (the others' policies are not wired in yet)."""
@@ -57,7 +58,6 @@ def main(argv: list[str]) -> int:
     results = evaluate(manifest, args)
     print(json.dumps(results["summary"], indent=2))
     if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(results, indent=2) + "\n")
     return 0
 
@@ -79,6 +79,9 @@ def _refusal(args: Any) -> str | None:
 
     if not issubclass(get_spec(run_args["task"]).cfg_class, VelocityTaskCfg):
         return f"--checkpoint: evaluate measures velocity tracking; {run_args['task']} is no velocity task"
+    unwritable = args.output is not None and unwritable_reason(args.output.parent)
+    if unwritable:
+        return f"--output {args.output}: {unwritable}"
     if args.seed < 0:
         return f"--seed {args.seed}: must be >= 0"
     commands = len(args.command or [()])
@@ -95,8 +98,9 @@ def evaluate(manifest: dict[str, Any], args: Any) -> dict[str, Any]:
     from rlscale.tasks.locomotion.cfg import EVALUATION_COMMANDS, EVALUATION_OVERRIDES
 
     run_args = manifest["args"]
-    overrides = {**run_args["env_overrides"], **EVALUATION_OVERRIDES}
-    task = make_task(run_args["task"], num_envs=args.num_envs, seed=args.seed, device=args.device, **overrides)
+    overrides = run_args["env_overrides"] | EVALUATION_OVERRIDES
+    overrides |= {"num_envs": args.num_envs, "seed": args.seed, "device": args.device}
+    task = make_task(run_args["task"], **overrides)
     commands = torch.tensor(args.command or EVALUATION_COMMANDS, dtype=torch.float32)
     env_command = torch.arange(args.num_envs) % len(commands)
     adapter = load_adapter(run_args["rl_library"])
