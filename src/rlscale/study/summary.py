@@ -129,8 +129,9 @@ def parity_markdown(parity: pd.DataFrame, figures: Sequence[str]) -> list[str]:
         return [*lines, "No parity runs (no task has a `parity.target`).", ""]
     for task, rows in parity.groupby("task", sort=False):
         first = rows.iloc[0]
+        reached = "≤" if first["direction"] == "at_most" else "≥"
         lines += [
-            f"### {task}: {first['metric']} {'≤' if first['direction'] == 'at_most' else '≥'} {first['target']:g} within {first['max_env_steps']:,.0f} env steps, "
+            f"### {task}: {first['metric']} {reached} {first['target']:g} within {first['max_env_steps']:,.0f} env steps, "
             f"{first['num_envs_per_rank']} envs per rank",
             "",
             markdown_table(rows[list(PARITY_SHOWN)].rename(columns=PARITY_SHOWN)),
