@@ -131,8 +131,8 @@ def parity_markdown(parity: pd.DataFrame, figures: Sequence[str]) -> list[str]:
         first = rows.iloc[0]
         reached = "≤" if first["direction"] == "at_most" else "≥"
         lines += [
-            f"### {task}: {first['metric']} {reached} {first['target']:g} within {first['max_env_steps']:,.0f} env steps, "
-            f"{first['num_envs_per_rank']} envs per rank",
+            f"### {task}: {first['metric']} {reached} {first['target']:g} within {first['max_env_steps']:,.0f} env "
+            f"steps, {first['num_envs_per_rank']} envs per rank",
             "",
             markdown_table(rows[list(PARITY_SHOWN)].rename(columns=PARITY_SHOWN)),
             "",
