@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from mjx_support import FAST_COMPILE
 
+from rlscale.tasks import registry
+
 
 @pytest.fixture(scope="module")
 def jax_env(tmp_path_factory):
@@ -15,3 +17,11 @@ def jax_env(tmp_path_factory):
         "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
         "XLA_FLAGS": FAST_COMPILE,
     }
+
+
+@pytest.fixture
+def own_registry(monkeypatch):
+    """Registrations made by the test are dropped afterwards."""
+    registry.list_tasks()
+    for table in ("_REGISTRY", "_ALIASES", "_CLOSEST"):
+        monkeypatch.setattr(registry, table, dict(getattr(registry, table)))

@@ -237,6 +237,15 @@ def test_a_broken_task_fails_naming_its_violation(broken_tasks):
     assert result.stdout.splitlines()[-1] == "1 violation(s)"
 
 
+@pytest.fixture
+def in_process_broken_tasks(broken_tasks, monkeypatch, own_registry):
+    """The broken tasks importable here, registered by each test anew and dropped after it (they would otherwise be
+    listed among the known tasks of every later test)."""
+    monkeypatch.syspath_prepend(broken_tasks)
+    monkeypatch.delitem(sys.modules, "broken_tasks", raising=False)
+    monkeypatch.setenv("XLA_FLAGS", FAST_COMPILE)  # check_task adds to it
+
+
 @pytest.mark.parametrize(
     ("task", "expected"),
     [
@@ -276,21 +285,18 @@ def test_a_broken_task_fails_naming_its_violation(broken_tasks):
         ("WhileOnTensor", [f"host sync: step calls {BRANCH}, which waits for the device"]),
     ],
 )
-def test_each_check_has_a_task_that_breaks_it(broken_tasks, monkeypatch, task, expected):
+def test_each_check_has_a_task_that_breaks_it(in_process_broken_tasks, task, expected):
     """One broken task per check, each caught by that check alone (in this process: the command is tested above)."""
     from rlscale.tasks.conformance import check_task as check
 
-    monkeypatch.syspath_prepend(broken_tasks)
-    monkeypatch.setenv("XLA_FLAGS", FAST_COMPILE)  # check_task adds to it
     assert check(f"broken_tasks:{task}", num_envs=8).violations == expected
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="graph_capturable is checked on CUDA only")
-def test_a_task_whose_graph_replays_differently_is_caught(broken_tasks, monkeypatch):
+def test_a_task_whose_graph_replays_differently_is_caught(in_process_broken_tasks):
     """The eager step alternates its actions by a Python counter, which a captured graph freezes."""
     from rlscale.tasks.conformance import check_task as check
 
-    monkeypatch.syspath_prepend(broken_tasks)
     violations_found = check("broken_tasks:ReplaysDifferently", device="cuda", num_envs=8).violations
     assert [line.split(" differs")[0] for line in violations_found] == ["graph_capturable: the replayed step"]
 

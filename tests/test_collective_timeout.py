@@ -67,7 +67,7 @@ def test_backstop_ends_a_hung_job_without_the_watchdog(tmp_path):
     assert result.returncode != 0, output[-3000:]
     assert "[rlscale] it 2/50" in output, output[-3000:]  # rank 1 hung at iteration 2, not before
     assert "made no progress" not in output  # the watchdog was off: the backstop ended the job
-    (report,) = [line for line in output.splitlines() if line.startswith("[ERROR] rank 0 exited")]
+    (report,) = [line for line in output.splitlines() if line.startswith("[ERROR] rank 0 failed first")]
     assert re.search(r"timed out", report, re.IGNORECASE), report
     assert not wait_for_no_process(str(tmp_path), within=5)
     print(f"ended {time.monotonic() - started:.1f} s after the start; {report}")

@@ -32,7 +32,7 @@ from rlscale.study.parity_table import first_crossing, parity_table, return_at, 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 LIBRARIES = ("rsl_rl", "rl_games", "skrl")
-CARTPOLE, ANT = "Isaac-Cartpole-Direct", "Rlscale-Ant"
+CARTPOLE, ANT, GO1 = "Isaac-Cartpole-Direct", "Rlscale-Ant", "Rlscale-Go1-Flat"
 NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}
 TWO_GPUS = {"CUDA_VISIBLE_DEVICES": "0,1"}
 
@@ -223,13 +223,16 @@ class TestConfig:
             variant_knobs("lr-cubic_norm-library")
 
     def test_gpu_cells(self):
-        """The default config on a GPU host: Cartpole with every library, Ant with rsl_rl, 3 seeds, world sizes 1
-        and 2, each run as many iterations as its budget of global env steps takes."""
+        """The default config on a GPU host: Cartpole with every library, Ant and Go1 with rsl_rl, 3 seeds, world
+        sizes 1 and 2, each run as many iterations as its budget of global env steps takes; Go1's target is an error,
+        reached from above."""
         study = study_config()
         cells = parity_cells(study, list(LIBRARIES))
         pairs = {(cell["task"], cell["rl_library"]) for cell in cells}
-        assert pairs == {(CARTPOLE, library) for library in LIBRARIES} | {(ANT, "rsl_rl")}
+        assert pairs == {(CARTPOLE, library) for library in LIBRARIES} | {(ANT, "rsl_rl"), (GO1, "rsl_rl")}
         assert len(cells) == len(pairs) * 2 * 3
+        assert {cell["direction"] for cell in cells if cell["task"] == GO1} == {"at_most"}
+        assert {cell["direction"] for cell in cells if cell["task"] != GO1} == {"at_least"}
         for cell in cells:
             budget = study["parity"]["max_env_steps"][cell["task"]]
             per_iteration = rollout_length(agent_cfg(cell["task"], cell["rl_library"]), cell["rl_library"]) * 4096

@@ -237,7 +237,7 @@ class TestRankApplies:
 def test_two_cpu_ranks_stay_unbound_with_one_thread_each(tmp_path):
     """A real 2-rank gloo job under ``--cpu_binding auto``: each rank's manifest shows the launcher's CPUs, unnarrowed,
     and one torch thread."""
-    code, output, _ = run(
+    code, output = run(
         *TRAIN, "--num_gpus", "2", "--max_iterations", "2", "--num_envs", "16", "--log_root", str(tmp_path)
     )
     assert code == 0, output[-3000:]

@@ -180,11 +180,12 @@ class TestDefaultConfig:
         config = {**yaml.safe_load((ROOT / "config" / "config.yaml").read_text()), **(overlay or {})}
         return validated_config(config, SCHEMA, environ, nvml_count=no_nvml, hardware_probe=no_hardware)
 
-    def test_gpu_host_studies_both_tasks(self):
+    def test_gpu_host_studies_every_task(self):
         study = self.resolve({"CUDA_VISIBLE_DEVICES": "0,1"})
-        assert study["device"] == "cuda" and study["tasks"] == ["Isaac-Cartpole-Direct", "Rlscale-Ant"]
+        assert study["device"] == "cuda"
+        assert study["tasks"] == ["Isaac-Cartpole-Direct", "Rlscale-Ant", "Rlscale-Go1-Flat"]
         assert envs_for(study, "Isaac-Cartpole-Direct") == [4096, 65536]
-        assert envs_for(study, "Rlscale-Ant") == [4096, 16384]
+        assert envs_for(study, "Rlscale-Ant") == envs_for(study, "Rlscale-Go1-Flat") == [4096, 16384]
 
     def test_cpu_host_studies_cartpole_only(self):
         study = self.resolve(NO_GPU)

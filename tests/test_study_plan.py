@@ -95,12 +95,12 @@ def test_plan_lines_name_cells_runs_and_budgets():
     study = validated(default_config(), "0,1")
     lines = plan_lines(study)
     assert lines[0] == (
-        "plan: cartpole_scaling on cuda, world sizes [1, 2]: 2 task(s) x 3 libraries x 2 world size(s), "
-        "4 task/env-count "
-        "pair(s): 24 training cell(s), 72 benchmark run(s) (3 seed(s)), 12 train run(s)"
+        "plan: cartpole_scaling on cuda, world sizes [1, 2]: 3 task(s) x 3 libraries x 2 world size(s), "
+        "6 task/env-count "
+        "pair(s): 36 training cell(s), 108 benchmark run(s) (3 seed(s)), 18 train run(s)"
     )
     assert lines[1].startswith("plan budgets per run: validate 20 iterations at 256 envs; train 50 iterations")
     assert (
         lines[2] == "plan parity: at most these global env steps per run: Isaac-Cartpole-Direct 8,000,000, "
-        "Rlscale-Ant 20,000,000"
+        "Rlscale-Ant 20,000,000, Rlscale-Go1-Flat 80,000,000"
     )

@@ -229,11 +229,11 @@ class TestDryRun:
         assert reason in result.stdout + result.stderr  # The log says which device and why.
 
     def test_default_config_on_a_gpu_host(self, tmp_path):
-        """On a (faked) 2-GPU host the default study runs both tasks, Ant at its own two per-rank sizes."""
+        """On a (faked) 2-GPU host the default study runs every task, Ant and Go1 at their own two per-rank sizes."""
         result = snakemake(tmp_path, "-n", "--configfile", CONFIG, env=job_env(tmp_path, CUDA_VISIBLE_DEVICES="0,1"))
         assert result.returncode == 0, result.stderr[-2000:]
         counts = dict(re.findall(r"^(\w+)\s+(\d+)$", result.stdout, re.MULTILINE))
-        tasks, libraries, sizes, envs, seeds = 2, 3, 2, 2, 3  # Cartpole [4096, 65536], Ant [4096, 16384]
+        tasks, libraries, sizes, envs, seeds = 3, 3, 2, 2, 3  # Cartpole [4096, 65536], Ant and Go1 [4096, 16384]
         assert counts["validate"] == str(tasks * libraries) and counts["probe"] == "1"
         assert counts["plan"] == counts["train"] == str(tasks * libraries * sizes)
         # Per task: one job per training cell (every seed), then startup (per library) and runtime (env only).
@@ -241,8 +241,9 @@ class TestDryRun:
         assert counts["benchmark_single_seed"] == str(tasks * (libraries + 1))
         assert "benchmark/training/Rlscale-Ant/rsl_rl/ws2/envs16384/seed3.json" in result.stdout
         assert "Rlscale-Ant/rsl_rl/ws2/envs65536" not in result.stdout
-        assert counts["parity"] == str((libraries + 1) * sizes * seeds)  # Cartpole x 3 libraries, Ant x rsl_rl
+        assert counts["parity"] == str((libraries + 2) * sizes * seeds)  # Cartpole x 3 libraries, Ant, Go1 x rsl_rl
         assert "parity/Rlscale-Ant/rsl_rl/ws2/lr-none_norm-library/seed3.json" in result.stdout
+        assert "parity/Rlscale-Go1-Flat/rsl_rl/ws2/lr-none_norm-library/seed3.json" in result.stdout
         reason = "device: auto chose cuda: 2 GPU(s) visible (CUDA_VISIBLE_DEVICES='0,1')"
         assert reason in result.stdout + result.stderr
 
