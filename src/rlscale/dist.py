@@ -199,17 +199,19 @@ def collective_timeout(environ: Mapping[str, str] | None = None) -> datetime.tim
             before a launch).
     """
     env = os.environ if environ is None else environ
-    collective = _seconds(env, COLLECTIVE_TIMEOUT_ENV, allow_zero=False)
+    collective = env_seconds(env, COLLECTIVE_TIMEOUT_ENV, allow_zero=False)
     if collective is not None:
         return datetime.timedelta(seconds=collective)
-    hang_timeout = _seconds(env, HANG_TIMEOUT_ENV, allow_zero=True) or 0.0
+    hang_timeout = env_seconds(env, HANG_TIMEOUT_ENV, allow_zero=True) or 0.0
     if hang_timeout <= 0:
         return None
     return datetime.timedelta(seconds=max(MIN_COLLECTIVE_TIMEOUT_S, 2 * hang_timeout))
 
 
-def _seconds(env: Mapping[str, str], name: str, *, allow_zero: bool) -> float | None:
-    """``$name`` as a finite number of seconds, None when unset or empty.
+def env_seconds(
+    env: Mapping[str, str], name: str, *, allow_zero: bool, when_unset: str = "for the default"
+) -> float | None:
+    """``$name`` as a finite number of seconds, None when unset or empty (``when_unset`` says what that means).
 
     Raises:
         ValueError: one line naming the variable, its value and what it must be.
@@ -223,5 +225,5 @@ def _seconds(env: Mapping[str, str], name: str, *, allow_zero: bool) -> float | 
         value = math.nan
     if not (value >= 0 if allow_zero else value > 0) or not math.isfinite(value):
         least = ">= 0 (0: none)" if allow_zero else "> 0"
-        raise ValueError(f"{name}={raw!r} must be a number of seconds {least}; unset it for the default")
+        raise ValueError(f"{name}={raw!r} must be a number of seconds {least}; unset it {when_unset}")
     return value

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from rlscale.dist import env_seconds
 from rlscale.launch.gpus import nvml_device_count
 from rlscale.paths import unwritable_reason
 
@@ -74,18 +75,10 @@ def lease_timeout(environ: Mapping[str, str]) -> float | None:
     Raises:
         LeaseError: for a value that is not a number of seconds > 0.
     """
-    raw = environ.get(LEASE_TIMEOUT_ENV)
-    if not raw:
-        return None
     try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = 0.0
-    if not 0 < seconds < float("inf"):
-        raise LeaseError(
-            f"{LEASE_TIMEOUT_ENV}={raw!r} must be a number of seconds > 0; unset it to wait as long as it takes"
-        )
-    return seconds
+        return env_seconds(environ, LEASE_TIMEOUT_ENV, allow_zero=False, when_unset="to wait as long as it takes")
+    except ValueError as error:
+        raise LeaseError(str(error)) from None
 
 
 def check_lease_environment(environ: Mapping[str, str]) -> None:

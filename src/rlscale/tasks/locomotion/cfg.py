@@ -17,15 +17,20 @@ from annotated_types import Ge, Gt, Interval
 from rlscale.tasks.mjx import MjxTaskCfg
 
 Range = tuple[float, float]
+Period = tuple[float, float]
+"""A ``(min, max)`` range of seconds, whose minimum must be positive."""
 Share = Annotated[float, Interval(ge=0, le=1)]
 
 
 def check_ranges(section: object) -> None:
-    """Refuse a ``(min, max)`` field of ``section`` whose minimum is above its maximum, naming it."""
+    """Refuse a ``(min, max)`` field of ``section`` whose minimum is above its maximum, or a :data:`Period` whose
+    minimum is not positive, naming it."""
     for item in dataclasses.fields(section):
-        value = getattr(section, item.name)
-        if item.type == "Range" and value[0] > value[1]:
-            raise ValueError(f"{type(section).__name__}.{item.name}: min {value[0]} > max {value[1]}")
+        value, name = getattr(section, item.name), f"{type(section).__name__}.{item.name}"
+        if item.type in ("Range", "Period") and value[0] > value[1]:
+            raise ValueError(f"{name}: min {value[0]} > max {value[1]}")
+        if item.type == "Period" and value[0] <= 0.0:
+            raise ValueError(f"{name}: must be positive, got {value}")
 
 
 @dataclass(kw_only=True)
@@ -43,13 +48,11 @@ class VelocityCommandCfg:
     """Share of envs whose yaw command follows a heading target (the rest get a sampled ``w_z``)."""
     rel_standing_envs: Share = 0.02
     """Share of envs commanded to stand still."""
-    resampling_time_s: Range = (10.0, 10.0)
+    resampling_time_s: Period = (10.0, 10.0)
     """Seconds between resamples within an episode (Isaac Lab 2.x; its newest base config never resamples)."""
 
     def __post_init__(self) -> None:
         check_ranges(self)
-        if self.resampling_time_s[0] <= 0.0:
-            raise ValueError(f"{type(self).__name__}.resampling_time_s: must be positive, got {self.resampling_time_s}")
 
 
 @dataclass(kw_only=True)
@@ -73,14 +76,12 @@ class EventsCfg:
     """Half-width of the uniform reset velocity of the base, each linear (m/s) and angular (rad/s) axis."""
     reset_joint_position_scale: Range = (0.5, 1.5)
     """Default joint positions times ``U(min, max)``, clipped to the joint ranges (``reset_joints_by_scale``)."""
-    push_interval_s: Range = (10.0, 15.0)
+    push_interval_s: Period = (10.0, 15.0)
     push_velocity_xy: Annotated[float, Ge(0)] = 0.1
     """Half-width of the uniform push added to the base's x and y velocity (m/s); 0 disables pushes."""
 
     def __post_init__(self) -> None:
         check_ranges(self)
-        if self.push_interval_s[0] <= 0.0:
-            raise ValueError(f"{type(self).__name__}.push_interval_s: must be positive, got {self.push_interval_s}")
 
 
 @dataclass(kw_only=True)
