@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Issue 28: the default study on a fresh one-GPU host, as `make study` runs it after `make setup` (the lent machine
+# has no network, so the carried wheels stand in for the venv). nvidia-ml-py, which the image preinstalls and rlscale
+# does not declare, is uninstalled, and CUDA_VISIBLE_DEVICES is unset. The first call records the plan
+# (`snakemake -n`); each call then runs the study for at most SECONDS and stops it with SIGINT, so a call on the same
+# warm machine continues it (--rerun-incomplete). Once the study is complete, the report is written.
+# Usage: tools/first_hour_study.sh OUT_DIR SECONDS   (after sourcing tools/h200_env.sh)
+set -uo pipefail
+out=${1:?output directory}
+seconds=${2:?seconds this call may run the study}
+mkdir -p "$out"
+unset CUDA_VISIBLE_DEVICES
+python3 -m pip uninstall -y -q nvidia-ml-py 2>&1 | tail -n 1
+if python3 -c "import pynvml" 2>/dev/null; then echo "pynvml is still importable: nothing was hidden"; exit 1; fi
+nvidia-smi --query-gpu=index,name,uuid --format=csv,noheader
+snakemake=(python3 -m snakemake --workflow-profile workflow/profiles/default)
+study=$(python3 -c 'import yaml; print(yaml.safe_load(open("config/config.yaml"))["study"])')
+if [ ! -e ".snakemake/first_hour_started" ]; then
+  "${snakemake[@]}" -n > "$out/plan.log" 2>&1
+  echo "snakemake -n exit $?"
+  mkdir -p .snakemake && date -u +%FT%TZ > .snakemake/first_hour_started
+fi
+call=$(date -u +%H%M%S)
+timeout -s INT -k 60 "$seconds" "${snakemake[@]}" --cores all --rerun-incomplete > "$out/study_$call.log" 2>&1
+status=$?
+echo "snakemake exit $status (124: stopped by this call's time limit)"
+grep -E "^[0-9]+ of [0-9]+ steps" "$out/study_$call.log" | tail -n 1
+if [ "$status" = 0 ]; then
+  "${snakemake[@]}" --report "results/$study/report.html" > "$out/report.log" 2>&1
+  echo "report exit $?"
+fi
+# The study's outputs so far (bundles, manifests, summary, plots) and every job's log, in one archive.
+tar czf "$out/study_outputs.tgz" --exclude='*.pt' --exclude='*.tfevents*' "results/$study" "logs/$study" 2>/dev/null
+ls -la "$out"
