@@ -113,7 +113,8 @@ SNAKEMAKE_VOLATILE = re.compile(r"^(\[\w{3} \w{3} .*\]|\s*(reason|Date|Workflow 
 
 
 def normalise(text: str) -> str:
-    return text.replace(sys.executable, "<PYTHON>").replace(str(ROOT), "<ROOT>")
+    bin_dir = str(Path(sys.executable).parent)
+    return text.replace(bin_dir, "<BIN>").replace(str(ROOT), "<ROOT>")
 
 
 def stable_lines(text: str) -> str:
