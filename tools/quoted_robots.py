@@ -1,5 +1,6 @@
 """docs/robots.md's figures, recomputed from results/h200/robots/ (evaluations, console logs, check_task logs and
-the runtime bundles of the 5 interleaved repeats), for tools/quoted_figures.py."""
+the runtime bundles of the 5 interleaved repeats) and results/h200/first_hour/ (the one-GPU study's Go1 training
+bundles), for tools/quoted_figures.py."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from quoted_common import Quote
 
 ROBOTS_DOC = "docs/robots.md"
 RESULTS = Path("results/h200/robots")
+STUDY_TRAINING = Path("results/h200/first_hour/outputs/benchmark/training/Rlscale-Go1-Flat")
 CONSOLE = re.compile(r"it (\d+)/\d+\s+([\d,]+) steps/s")
 FROM_ITERATION = 10
 """Training throughput leaves the first nine iterations out (startup and the first updates)."""
@@ -46,6 +48,42 @@ def training_rate(log: Path) -> tuple[int, float]:
     return lines[-1][0], statistics.median(rate for iteration, rate in lines if iteration >= FROM_ITERATION)
 
 
+def wide_run_quotes(root: Path) -> list[Quote]:
+    """The Go1 run at 16 384 envs: its wall time, when its training error first reached 0.25 m/s, its evaluation."""
+    run = root / RESULTS / "go1_16384"
+    manifest = json.loads((run / "train_manifest.json").read_text())
+    wall = datetime.fromisoformat(manifest["end_time"]) - datetime.fromisoformat(manifest["start_time"])
+    first = next(
+        record for record in manifest["iterations"] if record["metrics"]["Metrics/base_velocity/error_vel_xy"] <= 0.25
+    )
+    summary = json.loads((run / "evaluation.json").read_text())["summary"]
+    last, rate = training_rate(run / "train.log")
+    text = (
+        f"{len(manifest['iterations'])} iterations in {wall.total_seconds():.0f} s from start to stop. The training "
+        f"episodes' tracking error (`Metrics/base_velocity/error_vel_xy`, with noise and pushes) first fell to 0.25 m/s "
+        f"at iteration {first['iteration']}, {first['elapsed_s']:.0f} s and {first['env_steps'] / 1e6:.1f} M env steps "
+        f"into the run. Its iteration-625 checkpoint tracks with {summary['lin_vel_error_mps']:.3f} m/s linear, "
+        f"{summary['ang_vel_error_radps']:.3f} rad/s yaw, {100 * summary['fall_rate']:.1f} % falls."
+    )
+    quotes = [Quote(ROBOTS_DOC, "Go1 at 16384 envs", text)]
+    quotes.append(
+        Quote(
+            ROBOTS_DOC,
+            "Go1 training rate at 16384 envs",
+            f"16 384 envs: {rate / 1e3:.0f} k env steps/s to iteration {last}",
+        )
+    )
+    for envs, label in ((4096, "4096"), (16384, "16 384")):
+        rates = [
+            json.loads(path.read_text())["runtime"]["total_fps"]["mean"]
+            for path in sorted((root / STUDY_TRAINING / "rl_games" / "ws1" / f"envs{envs}").glob("seed*.json"))
+        ]
+        assert len(rates) == 3, rates
+        text = f"at {label} envs: {statistics.median(rates) / 1e3:.0f} k env steps/s"
+        quotes.append(Quote(ROBOTS_DOC, f"Go1 rl_games study benchmark at {envs} envs", text))
+    return quotes
+
+
 def robot_quotes(root: Path) -> list[Quote]:
     quotes = evaluation_quotes(root, "Go1", "go1_learning/evaluation.json")
     quotes.append(Quote("README.md", "Go1 evaluation", quotes[0].text))
@@ -76,4 +114,4 @@ def robot_quotes(root: Path) -> list[Quote]:
         medians[envs] = statistics.median(rates) / 1e3
     text = f"{medians[4096]:.2f} M env steps/s at 4096 envs and {medians[16384]:.2f} M at 16 384"
     quotes.append(Quote("README.md", "Go1 runtime throughput", text))
-    return quotes
+    return quotes + wide_run_quotes(root)
