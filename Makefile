@@ -28,6 +28,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check scripts
 	$(VENV)/bin/snakefmt --check Snakefile workflow
 	$(VENV)/bin/lint-imports --no-cache
+	$(PY) tools/module_sizes.py
 
 test: lint
 	$(PY) -m pytest -q

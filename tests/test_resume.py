@@ -21,8 +21,9 @@ import psutil
 import pytest
 import torch
 
+from rlscale.paths import atomic_path
 from rlscale.resume import latest_run, newest_loadable
-from rlscale.rl.common import atomic_path, parameter_digest
+from rlscale.rl.common import parameter_digest
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
@@ -52,7 +53,7 @@ class TestAtomicWrite:
         """SIGKILL during the write runs no cleanup: a hidden temporary stays, which no discovery picks."""
         code = (
             "import os, signal, sys\n"
-            "from rlscale.rl.common import atomic_path\n"
+            "from rlscale.paths import atomic_path\n"
             "with atomic_path(sys.argv[1]) as temporary:\n"
             "    temporary.write_bytes(b'half a checkpoint')\n"
             "    os.kill(os.getpid(), signal.SIGKILL)\n"

@@ -32,7 +32,7 @@ def run(tmp_path):
         during = []
         outcome = execute(spec, on_task_created=lambda task: during.append(torch.get_num_threads()))
         assert outcome.status == "completed"
-        return during[0], json.loads((outcome.log_dir / "manifest.json").read_text())
+        return during[0], json.loads((outcome.context.log_dir / "manifest.json").read_text())
 
     yield train
     torch.set_num_threads(threads)

@@ -37,7 +37,7 @@ def train(tmp_path):
         spec = resolve_spec([*CARTPOLE, "--max_iterations", "1", "--log_root", str(tmp_path), *extra])
         outcome = execute(spec)
         assert outcome.status == "completed"
-        return json.loads((outcome.log_dir / "manifest.json").read_text())
+        return json.loads((outcome.context.log_dir / "manifest.json").read_text())
 
     yield run
     torch.set_num_threads(threads)

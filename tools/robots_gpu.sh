@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 27 on one GPU: a timed rsl_rl learning run of a robot (checkpoints every 25 iterations) and the evaluation of
 # its last checkpoint (rlscale evaluate, 1000 envs). check_task on CUDA: tools/robots_gpu_throughput.sh.
-# Usage: tools/robots_gpu.sh OUT_DIR TASK TRAIN_SECONDS [NUM_ENVS]   (after sourcing tools/h200_env.sh)
+# Usage: tools/robots_gpu.sh OUT_DIR TASK TRAIN_SECONDS [NUM_ENVS]   (after sourcing tools/gpu_env.sh)
 set -uo pipefail
 out=${1:?output directory}
 task=${2:?task id}

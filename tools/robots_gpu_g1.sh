@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 27 on one GPU: Rlscale-Go1-Flat's 32 768-env runtime benchmark three times (did the process exit cleanly?),
 # then tools/robots_gpu.sh for Rlscale-G1-Flat.
-# Usage: tools/robots_gpu_g1.sh OUT_DIR TRAIN_SECONDS   (after sourcing tools/h200_env.sh)
+# Usage: tools/robots_gpu_g1.sh OUT_DIR TRAIN_SECONDS   (after sourcing tools/gpu_env.sh)
 set -uo pipefail
 out=${1:?output directory}
 train_s=${2:?seconds of training}

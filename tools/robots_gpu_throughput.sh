@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 27 on one GPU: check_task on CUDA at 4096 envs for a robot, then Rlscale-Go1-Flat's env-step throughput at
 # 4096, 16 384 and 32 768 envs, interleaved over REPEATS repeats (rlscale benchmark compare).
-# Usage: tools/robots_gpu_throughput.sh OUT_DIR CHECK_TASK_ID [REPEATS]   (after sourcing tools/h200_env.sh)
+# Usage: tools/robots_gpu_throughput.sh OUT_DIR CHECK_TASK_ID [REPEATS]   (after sourcing tools/gpu_env.sh)
 set -uo pipefail
 out=${1:?output directory}
 checked=${2:?task id for check_task}

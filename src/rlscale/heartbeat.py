@@ -1,7 +1,7 @@
 """Rank side of the hang watchdog: every rank of a launched job leaves a heartbeat for its launcher.
 
 :func:`beat` writes ``$RLSCALE_HEARTBEAT_DIR/rank_<r>.heartbeat``: one small JSON object (rank, pid, phase, iteration,
-a sequence number and the wall time), replaced atomically (temporary file, then ``os.replace``). Ranks beat at phase
+a sequence number and the wall time), replaced atomically (:func:`rlscale.paths.write_atomic`). Ranks beat at phase
 changes and iteration boundaries only, a few writes per iteration, never per env step. The phases, in the order a rank
 goes through them: ``startup`` (from the rank's entry), then per iteration ``sync_check`` (the rank-sync audit, when
 due), ``collect`` (the rollout) and ``update`` (the library's learning step), and ``finished``.
@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from rlscale.dist import HEARTBEAT_DIR_ENV, rank_info
+from rlscale.paths import write_atomic
 
 PHASES = ("startup", "sync_check", "collect", "update", "finished")
 """Heartbeat phases; within one iteration a rank goes through ``sync_check``, ``collect``, ``update`` in this order."""
@@ -58,11 +59,9 @@ class HeartbeatWriter:
         self.seq += 1
         data = {"rank": self.rank, "pid": os.getpid(), "phase": phase, "iteration": iteration, "seq": self.seq}
         data["time"] = time.time()  # for people reading the file; the launcher times by its own clock
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")  # hidden from the launcher's glob
         # A heartbeat must never fail the training it watches (the launcher may already be tearing the job down).
         with contextlib.suppress(OSError):
-            temporary.write_text(json.dumps(data))
-            os.replace(temporary, self.path)
+            write_atomic(self.path, json.dumps(data))  # its temporary is hidden from the launcher's glob
 
     def renew(self) -> None:
         """Beat again in the current phase: a rank still working through a long phase, not stuck in it."""

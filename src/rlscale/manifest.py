@@ -12,6 +12,7 @@ from importlib import metadata
 from pathlib import Path
 
 from rlscale.dist import node_placement
+from rlscale.paths import write_atomic
 from rlscale.rl import ADAPTERS
 
 PACKAGES = ("rlscale", "torch", *(library.distribution for library in ADAPTERS.values()), "jax", "jaxlib", "numpy")
@@ -116,6 +117,4 @@ class Manifest:
 
     def write(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.path.with_name(f".{self.path.name}.tmp")
-        temporary.write_text(json.dumps(self.data, indent=2, default=str) + "\n")
-        os.replace(temporary, self.path)
+        write_atomic(self.path, json.dumps(self.data, indent=2, default=str) + "\n")

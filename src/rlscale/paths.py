@@ -1,10 +1,11 @@
-"""Where rlscale may write: checked before a run starts, so that a folder it cannot write is one line, not a traceback
-from every rank once the run directory is made."""
+"""Where and how rlscale writes: folders checked before a run starts, so that a folder it cannot write is one line, not
+a traceback from every rank once the run directory is made; files written whole or not at all."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,3 +52,43 @@ def one_line_on_full_disk(command: str) -> Iterator[None]:
         if message is None:
             raise
         raise SystemExit(f"{command}: error: {message}") from None
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: into a hidden ``.<name>.tmp`` beside it, then renamed over it.
+
+    A reader (the launcher polling heartbeats and rank status) never sees half a file, and an interrupted write leaves
+    the old file and no temporary. The temporary's name is fixed, so each file has one writing process. No fsync: these
+    are small files rewritten often; checkpoints, which must survive a node crash, use :func:`atomic_path`.
+    """
+    temporary = path.with_name(f".{path.name}.tmp")
+    try:
+        temporary.write_text(text)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path | str) -> Iterator[Path]:
+    """Yield a hidden name beside ``path`` to write a checkpoint to; rename it to ``path`` once written.
+
+    A kill during the write leaves at most the hidden file, which checkpoint discovery never picks, instead of a
+    truncated file under a checkpoint's name. The temporary keeps the suffix, for libraries that append it themselves.
+    """
+    path = Path(path)
+    temporary = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    try:
+        yield temporary
+        move_into_place(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def move_into_place(written: Path, path: Path) -> None:
+    """Rename a finished file to ``path`` (same file system), flushed to disk first so that a node crash cannot
+    leave an empty file under the new name."""
+    with open(written, "rb") as file:
+        os.fsync(file.fileno())
+    os.replace(written, path)

@@ -21,6 +21,7 @@ from typing import Any
 from rlscale.argparsing import OneLineParser
 from rlscale.benchmark.resources import node_gpu_devices
 from rlscale.launch.gpus import GIB
+from rlscale.paths import write_atomic
 from rlscale.rl import ADAPTERS
 
 SCHEMA_VERSION = "1.0"
@@ -60,7 +61,7 @@ def without_nan(value: Any) -> Any:
 
 
 def write_bundle(bundle: dict, path: Path) -> Path:
-    """Validate, then write atomically (temporary file in the same folder, then ``os.replace``).
+    """Validate, then write atomically (:func:`rlscale.paths.write_atomic`).
 
     Raises:
         InvalidBundle: if the bundle does not match the schema; nothing is written then.
@@ -70,12 +71,7 @@ def write_bundle(bundle: dict, path: Path) -> Path:
     if errors:
         raise InvalidBundle(f"benchmark bundle does not match its schema: {errors[0]}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        temporary.write_text(json.dumps(bundle, indent=2, allow_nan=False) + "\n")
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+    write_atomic(path, json.dumps(bundle, indent=2, allow_nan=False) + "\n")
     return path
 
 

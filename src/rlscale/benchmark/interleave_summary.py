@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from rlscale.benchmark.stats import CONFIDENCE, median_interval, sign_test_p, values_needed
+from rlscale.paths import write_atomic
 
 PLAN_FILE = "plan.json"
 CSV_FILE = "comparison.csv"
@@ -50,10 +51,8 @@ def run_key(variant: str, repeat: int) -> str:
 
 
 def write_json(path: Path, data: dict) -> None:
-    """Write through a temporary file and a rename, so that an interrupted write leaves the old file whole."""
-    temporary = path.with_suffix(path.suffix + ".tmp")
-    temporary.write_text(json.dumps(data, indent=2) + "\n")
-    temporary.replace(path)
+    """Write as indented JSON, whole or not at all (:func:`rlscale.paths.write_atomic`)."""
+    write_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
 def bundle_path(directory: Path, variant: str, repeat: int) -> Path:

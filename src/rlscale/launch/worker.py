@@ -26,6 +26,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from rlscale import heartbeat
 from rlscale.dist import STATUS_DIR_ENV, SUPERVISOR_PID_ENV, rank_info
 from rlscale.launch.orphans import guard_rank
+from rlscale.paths import write_atomic
 
 FOLLOWING_FAILURE_WAIT_S = 3.0
 """How long a rank that failed after a peer waits for the launcher to reap the peer first (and stop this rank)."""
@@ -54,10 +55,7 @@ def run_rank(main: Callable[[list[str]], int], argv: list[str]) -> int:
         status_dir = os.environ.get(STATUS_DIR_ENV)
         if status_dir:
             # Atomically: the launcher may read the file while the job runs (skrl JAX), and half a file is no JSON.
-            path = Path(status_dir, f"rank_{rank}.json")
-            temporary = path.with_name(f".{path.name}.tmp")
-            temporary.write_text(json.dumps(status))
-            os.replace(temporary, path)
+            write_atomic(Path(status_dir, f"rank_{rank}.json"), json.dumps(status))
             if status["error"] is not None and peer_failed(Path(status_dir), rank):
                 with contextlib.suppress(KeyboardInterrupt):  # the launcher's SIGTERM ends the wait
                     time.sleep(FOLLOWING_FAILURE_WAIT_S)

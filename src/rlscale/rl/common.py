@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import pickle
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -145,31 +144,6 @@ def check_weights_only(path: Path, ml_framework: str = "torch") -> Any:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # UnpicklingError, RuntimeError or EOFError, depending on the damage
         raise ValueError(f"checkpoint {path} cannot be loaded as weights only: {error}") from error
-
-
-@contextlib.contextmanager
-def atomic_path(path: Path | str) -> Iterator[Path]:
-    """Yield a hidden name beside ``path`` to write a checkpoint to; rename it to ``path`` once written.
-
-    A kill during the write leaves at most the hidden file, which checkpoint discovery never picks, instead of a
-    truncated file under a checkpoint's name. The temporary keeps the suffix, for libraries that append it themselves.
-    """
-    path = Path(path)
-    temporary = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
-    try:
-        yield temporary
-        move_into_place(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-
-
-def move_into_place(written: Path, path: Path) -> None:
-    """Rename a finished file to ``path`` (same file system), flushed to disk first so that a node crash cannot
-    leave an empty file under the new name."""
-    with open(written, "rb") as file:
-        os.fsync(file.fileno())
-    os.replace(written, path)
 
 
 @contextlib.contextmanager

@@ -16,11 +16,11 @@ from rl_games.common.algo_observer import AlgoObserver
 from rl_games.common.ivecenv import IVecEnv
 from rl_games.torch_runner import Runner
 
+from rlscale.paths import atomic_path
 from rlscale.rl.common import (
     TorchPolicyParameters,
     TrainContext,
     TrainResult,
-    atomic_path,
     library_console,
     on_checkpoint_loaded,
 )

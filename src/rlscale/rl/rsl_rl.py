@@ -15,11 +15,11 @@ from rsl_rl.env import VecEnv
 from rsl_rl.runners import OnPolicyRunner
 from tensordict import TensorDict
 
+from rlscale.paths import atomic_path
 from rlscale.rl.common import (
     TorchPolicyParameters,
     TrainContext,
     TrainResult,
-    atomic_path,
     library_console,
     on_checkpoint_loaded,
 )

@@ -19,13 +19,12 @@ import gymnasium
 import numpy as np
 import torch
 
+from rlscale.paths import atomic_path, move_into_place
 from rlscale.rl.common import (
     TorchPolicyParameters,
     TrainContext,
     TrainResult,
-    atomic_path,
     library_console,
-    move_into_place,
     on_checkpoint_loaded,
 )
 from rlscale.rl.rank_scaling import learning_rate_factor, moments_syncs

@@ -11,10 +11,9 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlscale.dist import RankInfo, collective_timeout
+from rlscale.dist import collective_timeout
 from rlscale.faults import Fault, fault_from_environment
 from rlscale.heartbeat import beat
 from rlscale.resume import AUTO
@@ -35,15 +34,9 @@ class TrainingOutcome:
 
     status: str
     """``completed`` or ``interrupted`` (a crash raises instead)."""
-    rank: RankInfo
-    device: str
-    """This rank's torch device."""
-    seed: int
-    """Base seed."""
-    iterations: int
-    """Iterations requested in this invocation."""
-    log_dir: Path
-    """This rank's run directory."""
+    context: TrainContext
+    """What the library was given: this rank, its torch device, the base seed, the iterations requested in this
+    invocation and this rank's run directory."""
     manifest: dict[str, Any]
     """The data of ``manifest.json`` as last written."""
     records: list[IterationRecord] = field(default_factory=list)
@@ -82,13 +75,16 @@ class _Run:
     adapter: Any
     start: int
     """Iterations finished before this invocation (by the checkpoint it resumes)."""
-    context: TrainContext
     manifest: Manifest
     outcome: TrainingOutcome
     fault: Fault | None
     started: float
     sync_checks: list[int] = field(default_factory=list)
     train_started: float = 0.0
+
+    @property
+    def context(self) -> TrainContext:
+        return self.outcome.context
 
     def audit_ranks(self, iteration: int) -> list[str]:
         """Gather every rank's policy digest and refuse ranks out of sync (:mod:`rlscale.rank_sync`)."""
@@ -193,16 +189,6 @@ def prepare(spec: RunSpec) -> _Run:
         speed_levers={"tf32": tf32, **adapter.speed_levers(agent_cfg)},
         **device_description(device),
     )
-    outcome = TrainingOutcome(
-        status="interrupted",
-        rank=rank,
-        device=device,
-        seed=seed,
-        iterations=iterations,
-        log_dir=log_dir,
-        manifest=manifest.data,
-        steps_per_env=adapter.rollout_length(agent_cfg),
-    )
     context = TrainContext(
         device=device,
         max_iterations=iterations,
@@ -215,7 +201,10 @@ def prepare(spec: RunSpec) -> _Run:
         lr_scaling=spec.lr_scaling,
         normalizer_sync=spec.normalizer_sync,
     )
-    return _Run(spec, adapter, start, context, manifest, outcome, fault_from_environment(), started)
+    outcome = TrainingOutcome(
+        status="interrupted", context=context, manifest=manifest.data, steps_per_env=adapter.rollout_length(agent_cfg)
+    )
+    return _Run(spec, adapter, start, manifest, outcome, fault_from_environment(), started)
 
 
 def allow_tf32(device: str) -> bool:
@@ -243,8 +232,9 @@ def build_tracked_task(
     from rlscale.rl.progress import TrackedTask
     from rlscale.tasks.graph import build_task
 
-    spec, outcome, rank = run.spec, run.outcome, run.context.rank
-    task_kwargs = {**spec.typed_env_overrides(), "device": run.context.device, "seed": outcome.seed + rank.rank}
+    spec, outcome, context = run.spec, run.outcome, run.context
+    rank = context.rank
+    task_kwargs = {**spec.typed_env_overrides(), "device": context.device, "seed": context.seed + rank.rank}
     if spec.num_envs is not None:
         task_kwargs["num_envs"] = spec.num_envs
     created = time.perf_counter()
@@ -258,7 +248,7 @@ def build_tracked_task(
         task,
         outcome.steps_per_env,
         start_iteration=run.start,
-        total_iterations=run.start + outcome.iterations,
+        total_iterations=run.start + context.max_iterations,
         world_size=rank.world_size,
         stream=sys.stdout if rank.is_main else None,
         on_iteration_start=run.on_iteration_start,
@@ -295,7 +285,7 @@ def finish(run: _Run, tracked: TrackedTask, result: TrainResult, digests: list[s
         iterations_completed=result.iterations_completed,
         checkpoint=str(result.checkpoint) if result.checkpoint else None,
         resumed_param_digest=result.resumed_param_digest,
-        param_digest=digests[outcome.rank.rank],
+        param_digest=digests[outcome.context.rank.rank],
         rank_param_digests=digests,
         sync_checked_at_iterations=run.sync_checks,
         final_mean_return=last.mean_return if last else None,

@@ -20,11 +20,11 @@ def main(argv: list[str] | None = None) -> int:
         isolate_gpu_if_task_asks(spec.task, spec.device, spec.ml_framework)
     with one_line_on_full_disk("rlscale train"):
         outcome = execute(spec)
-    if outcome.status == "completed" and outcome.rank.is_main:
+    if outcome.status == "completed" and outcome.context.rank.is_main:
         digests = outcome.manifest["rank_param_digests"]
         print(
             f"[rlscale] completed {outcome.result.iterations_completed} iterations in {outcome.wall_time_s:.1f}s; "
             f"mean episode length {outcome.manifest['final_mean_episode_length']:.1f}; "
-            f"ranks in sync ({len(digests)}); run directory {outcome.log_dir}"
+            f"ranks in sync ({len(digests)}); run directory {outcome.context.log_dir}"
         )
     return outcome.exit_code

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from rlscale.dist import global_env_steps, rank_cuda_index, rank_info
+from rlscale.paths import write_atomic
 from rlscale.tasks.base import VecTask
 from rlscale.tasks.graph import build_task, env_step_of
 
@@ -164,6 +165,4 @@ def write_result(
     }
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(result, indent=2) + "\n")
-    os.replace(temporary, path)
+    write_atomic(path, json.dumps(result, indent=2) + "\n")

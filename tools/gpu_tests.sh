@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The GPU-only tests, as run on the lent nvidia-h200-x2 machine for docs/validation.md. Usage:
-# tools/h200_gpu_tests.sh OUT_DIR (after `source tools/h200_env.sh`). Writes OUT_DIR/pytest.log, whose first line is
+# The GPU-only tests, as run on a GPU host (the lent nvidia-h200-x2) for docs/validation.md. Usage:
+# tools/gpu_tests.sh OUT_DIR (after `source tools/gpu_env.sh`). Writes OUT_DIR/pytest.log, whose first line is
 # the pytest command and whose short summary names every test with its outcome (-rA), and OUT_DIR/junit.xml.
 set -uo pipefail
 out=${1:?output directory}

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# GPU validation of `rlscale train` (1 GPU) and `rlscale train_multigpu` (2 GPUs) on the four library paths,
-# as run on the lent nvidia-h200-x2 machine for docs/validation.md. Usage: tools/h200_validation.sh OUT_DIR
+# GPU validation of `rlscale train` (1 GPU) and `rlscale train_multigpu` (GPUS GPUs, default 2) on the four library
+# paths, as run on the lent nvidia-h200-x2 machine for docs/validation.md. Usage: tools/gpu_validation.sh OUT_DIR
 # Expects the wheels of tools' README installed on PYTHONPATH beforehand (the machine has no network).
 set -uo pipefail
 out=${1:?output directory}
 mkdir -p "$out"
+gpus=${GPUS:-2}
+second=$(( gpus > 1 ? 1 : 0 ))  # the GPU of the second pair of one-GPU paths
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 logs=/tmp/rlscale-validation
 task=${TASK:-Isaac-Cartpole}
@@ -17,17 +19,17 @@ train_one_gpu() {  # gpu library framework
 }
 
 nvidia-smi --query-gpu=index,name,memory.total --format=csv
-# One GPU per path, two paths at a time (one on each GPU).
+# One GPU per path, two paths at a time (one on each of two GPUs).
 (train_one_gpu 0 rsl_rl torch; train_one_gpu 0 rl_games torch) &
-(train_one_gpu 1 skrl torch; train_one_gpu 1 skrl jax) &
+(train_one_gpu "$second" skrl torch; train_one_gpu "$second" skrl jax) &
 wait
-timeout 120 python3 -m rlscale nccl_probe --num_gpus 2 > "$out/nccl_probe.log" 2>&1
+timeout 120 python3 -m rlscale nccl_probe --num_gpus "$gpus" > "$out/nccl_probe.log" 2>&1
 echo "nccl_probe exit $?"
 for path in "${paths[@]}"; do
   set -- $path
-  timeout 400 python3 -m rlscale train_multigpu --num_gpus 2 --task "$task" --num_envs 4096 \
-    --rl_library "$1" --ml_framework "$2" --log_root "$logs/2gpu" > "$out/2gpu_$1_$2.log" 2>&1
-  echo "2gpu $1 $2 exit $?"
+  timeout 400 python3 -m rlscale train_multigpu --num_gpus "$gpus" --task "$task" --num_envs 4096 \
+    --rl_library "$1" --ml_framework "$2" --log_root "$logs/${gpus}gpu" > "$out/${gpus}gpu_$1_$2.log" 2>&1
+  echo "${gpus}gpu $1 $2 exit $?"
 done
 python3 - "$logs" "$out/validation_summary.json" <<'PY'
 import json, sys, pathlib

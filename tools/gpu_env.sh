@@ -1,4 +1,4 @@
-# Source this first in a call on the lent H200 machine (Python 3.12, torch, JAX; no network). It installs the
+# Source this first in a call on a lent GPU machine (Python 3.12, torch, JAX; no network). It installs the
 # carried wheels (.whl, from ../shared/tools/device-wheels) into /tmp/site and caches bytecode, which the image's
 # PYTHONDONTWRITEBYTECODE=1 turns off (imports then take 8-13 s instead of about 5). JAX's persistent compilation
 # cache lives in .snap/jax_cache, carried from call to call. The example task package goes on the path as

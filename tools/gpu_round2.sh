@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Issue 21 on the lent nvidia-h200-x2: each speed lever and the rank placement against its baseline with
+# Issue 21 on a GPU host (the lent nvidia-h200-x2): each speed lever and the rank placement against its baseline with
 # `rlscale benchmark compare` (variants interleaved, order rotated, 5 repeats, one seed per repeat), Isaac-Cartpole-
 # Direct with Isaac Lab's agent configs. Each part writes OUT/<part>/<comparison>/ (bundles, logs, comparison.md).
-# Usage: tools/h200_round2.sh OUT PART...   (after sourcing tools/h200_env.sh)
-# NUM_ENVS (default 4096) sets the envs per GPU of the comparisons, whose folders then end in _<NUM_ENVS>.
+# Usage: tools/gpu_round2.sh OUT PART...   (after sourcing tools/gpu_env.sh)
+# NUM_ENVS (default 4096) sets the envs per GPU of the comparisons, whose folders then end in _<NUM_ENVS>; GPUS
+# (default 2) the GPUs of the placement part.
 #   rsl_rl      rsl_rl's levers at 1 GPU, NUM_ENVS envs: torch.compile, mixed precision, TF32
 #   skrl        skrl's mixed precision at 1 GPU, NUM_ENVS envs
 #   rl_games    rl_games' torch.compile and mixed precision at 1 GPU, NUM_ENVS envs
@@ -12,14 +13,16 @@
 #               one run to warm the cache, then $REPEATS; and where rsl_rl's import spends its time (-X importtime)
 #   placement1  1 GPU, NUM_ENVS envs, rsl_rl: the plain process against one rank under the launcher bound (the
 #               default), unbound, and with one CPU thread
-#   placement   2 GPUs, NUM_ENVS envs per GPU, rsl_rl: one GPU (the efficiency's baseline), two with CPU binding, two
-#               without it, two with one CPU thread per rank
+#   placement   GPUS GPUs, NUM_ENVS envs per GPU, rsl_rl: one GPU (the efficiency's baseline), GPUS with CPU binding,
+#               GPUS without it, GPUS with one CPU thread per rank
 set -uo pipefail
 out=${1:?output directory}
 shift
 mkdir -p "$out"
 repeats=${REPEATS:-5}
 envs=${NUM_ENVS:-4096}
+gpus=${GPUS:-2}
+many=$([ "$gpus" = 2 ] && echo two || echo "$gpus")_gpus  # the variants' names at 2 GPUs as before
 suffix=$([ "$envs" = 4096 ] || echo "_$envs")
 common=(--task Isaac-Cartpole-Direct --num_envs "$envs" --device cuda --max_iterations 12 --warmup_iterations 3
   --log_root /tmp/round2_runs)
@@ -80,9 +83,9 @@ for part in "$@"; do
     placement)
       compare rsl_rl_placement 120 --rl_library rsl_rl -- \
         --variant "one_gpu=training" \
-        --variant "two_gpus_bound=training_multigpu --num_gpus 2" \
-        --variant "two_gpus_unbound=training_multigpu --num_gpus 2 --cpu_binding none" \
-        --variant "two_gpus_one_thread=training_multigpu --num_gpus 2 --cpu_threads 1" ;;
+        --variant "${many}_bound=training_multigpu --num_gpus $gpus" \
+        --variant "${many}_unbound=training_multigpu --num_gpus $gpus --cpu_binding none" \
+        --variant "${many}_one_thread=training_multigpu --num_gpus $gpus --cpu_threads 1" ;;
     *) echo "unknown part $part"; exit 2 ;;
   esac
 done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# A GPU study on the lent nvidia-h200-x2 with an overlay committed beside its results (results/h200x2/
+# A GPU study (on the lent nvidia-h200-x2) with an overlay committed beside its results (results/h200x2/
 # config_overlay.yaml for issue 5's default study, results/h200x2/ant/config_overlay.yaml for Rlscale-Ant).
-# Usage: tools/h200_study.sh OUT_DIR SECONDS OVERLAY [SNAKEMAKE_ARG...]
+# Usage: tools/gpu_study.sh OUT_DIR SECONDS OVERLAY [SNAKEMAKE_ARG...]   (GPUS, default 2: what snakemake may hand out)
 # Runs snakemake for at most SECONDS (SIGTERM, then SIGKILL 20 s later: the jobs' launchers stop their ranks), then
 # packs results/ and logs/ of the study into OUT_DIR/study.tgz, so that a later call can carry them back and let
 # snakemake continue where this one stopped.
@@ -10,12 +10,13 @@ out=${1:?output directory}
 budget=${2:?seconds}
 overlay=${3:?overlay}
 shift 3
+gpus=${GPUS:-2}
 mkdir -p "$out"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 study=$(python3 -c "import sys, yaml; print(yaml.safe_load(open(sys.argv[1])).get('study', 'cartpole_scaling'))" "$overlay")
 started=$(date +%s)
 timeout --kill-after=20 "$budget" python3 -m snakemake --workflow-profile workflow/profiles/default --cores all \
-  --resources gpu=2 --configfile config/config.yaml "$overlay" "$@" \
+  --resources gpu="$gpus" --configfile config/config.yaml "$overlay" "$@" \
   > "$out/snakemake.log" 2>&1
 echo "snakemake exit $? after $(( $(date +%s) - started )) s"
 grep -E "steps \(|Finished job|Error|error" "$out/snakemake.log" | tail -8

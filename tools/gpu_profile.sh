@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Issue 6 profiling on the lent H200 machine: env-step cost eager vs CUDA graph, torch-profiler breakdown of training
-# iterations per library (1 GPU) and for rsl_rl on 2 GPUs, and the import cost behind startup.
-# Usage: tools/h200_profile.sh OUT_DIR
+# Issue 6 profiling on a GPU host (the lent H200): env-step cost eager vs CUDA graph, torch-profiler breakdown of
+# training iterations per library (1 GPU) and for rsl_rl on GPUS GPUs (default 2), and the import cost behind startup.
+# Usage: tools/gpu_profile.sh OUT_DIR
 set -uo pipefail
 out=${1:?output directory}
 mkdir -p "$out"
+gpus=${GPUS:-2}
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 train=(--task Isaac-Cartpole --log_root /tmp/rlscale-profile)
 
@@ -30,9 +31,9 @@ for library in rsl_rl rl_games skrl; do
   done
 done
 for envs in 4096 65536; do
-  label=rsl_rl_2gpu_$envs
+  label=rsl_rl_${gpus}gpu_$envs
   echo "== $label"
-  timeout 150 python3 -m torch.distributed.run --nproc_per_node 2 --standalone tools/profile_training.py \
+  timeout 150 python3 -m torch.distributed.run --nproc_per_node "$gpus" --standalone tools/profile_training.py \
     --out "$out/$label" --first 5 --count 3 -- "${train[@]}" --rl_library rsl_rl --num_envs $envs \
     --max_iterations 25 --device cuda --distributed > "$out/$label.log" 2>&1
   echo "exit $?"; grep '"median_iteration_s_all\|kernel_launches' "$out/$label/"*summary.json

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# rlscale beside its peer baseline (benchmark training_multigpu --peer) on the lent nvidia-h200-x2, for each
-# seed x world size x per-rank env count x library, with the study's iteration counts. Interleaved: each seed runs
-# every other combination before the next seed starts, so slow drift of the host spreads over all cells.
-# Usage: tools/h200_peer.sh OUT_DIR "WORLD_SIZES..." "ENVS..." "SEEDS..."   (after sourcing tools/h200_env.sh)
+# rlscale beside its peer baseline (benchmark training_multigpu --peer) on a GPU host (the lent nvidia-h200-x2),
+# for each seed x world size x per-rank env count x library, with the study's iteration counts. Interleaved: each seed
+# runs every other combination before the next seed starts, so slow drift of the host spreads over all cells.
+# Usage: tools/gpu_peer.sh OUT_DIR "WORLD_SIZES..." "ENVS..." "SEEDS..."   (after sourcing tools/gpu_env.sh)
 # (Issue 6's bundles in results/h200x2/peer/ were made by its first version, one world size at a time, with the
 # seed loop innermost.)
 set -uo pipefail

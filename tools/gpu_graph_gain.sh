@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 17: what the CUDA-graph env step alone is worth, rlscale's training benchmark with and without
 # --no_cuda_graph, interleaved (graph, eager, graph, eager, ...), 1 GPU, 4096 envs, each library.
-# Usage: tools/h200_graph_gain.sh OUT_DIR "REPEATS..." ["LIBRARIES..."]   (after sourcing tools/h200_env.sh)
+# Usage: tools/gpu_graph_gain.sh OUT_DIR "REPEATS..." ["LIBRARIES..."]   (after sourcing tools/gpu_env.sh)
 set -uo pipefail
 out=${1:?output directory} repeats=${2:?repeat numbers} libraries=${3:-rsl_rl rl_games skrl}
 mkdir -p "$out/bundles" "$out/logs"

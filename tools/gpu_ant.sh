@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Rlscale-Ant on the lent nvidia-h200-x2 (issue 10): env-step throughput, one GPU per JAX process, the library
-# configs on CUDA, and a long rsl_rl run for the learning curve. Results are packed into OUT_DIR/ant.tgz.
-# Usage: tools/h200_ant.sh OUT_DIR LEARNING_SECONDS   (after sourcing tools/h200_env.sh)
+# Rlscale-Ant on a GPU host with two GPUs or more (issue 10, on the lent nvidia-h200-x2): env-step throughput, one GPU
+# per JAX process, the library configs on CUDA, and a long rsl_rl run for the learning curve. Results are packed into
+# OUT_DIR/ant.tgz. GPUS (default 2) sets the ranks of the multi-GPU run.
+# Usage: tools/gpu_ant.sh OUT_DIR LEARNING_SECONDS   (after sourcing tools/gpu_env.sh)
 set -uo pipefail
 out=${1:?output directory}
 learning_s=${2:?seconds for the learning run}
+gpus=${GPUS:-2}
 work=/tmp/ant && mkdir -p "$work"/{bundles,runs,smi}
 cd_root=$PWD
 
@@ -19,18 +21,18 @@ done
 wait
 tail -n 3 "$work"/runtime_envs*.log
 
-echo "== two ranks, one GPU each: which processes hold memory on which GPU"
-python3 -m rlscale train_multigpu --num_gpus 2 --task Rlscale-Ant --num_envs 4096 --max_iterations 30 --device cuda \
-  --log_root "$work/runs/ws2" > "$work/ws2.log" 2>&1 &
+echo "== $gpus ranks, one GPU each: which processes hold memory on which GPU"
+python3 -m rlscale train_multigpu --num_gpus "$gpus" --task Rlscale-Ant --num_envs 4096 --max_iterations 30 \
+  --device cuda --log_root "$work/runs/ws$gpus" > "$work/ws$gpus.log" 2>&1 &
 launcher=$!
 for i in $(seq 1 60); do
   sleep 1
   nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader > "$work/smi/apps_$i.csv" 2>&1
   kill -0 $launcher 2>/dev/null || break
 done
-wait $launcher; echo "ws2 exit $?"
+wait $launcher; echo "ws$gpus exit $?"
 nvidia-smi --query-gpu=index,uuid --format=csv,noheader > "$work/smi/gpus.csv"
-tail -n 2 "$work/ws2.log"
+tail -n 2 "$work/ws$gpus.log"
 
 echo "== learning run (rsl_rl, GPU 0) beside the rl_games and skrl configs (GPU 1)"
 CUDA_VISIBLE_DEVICES=0 timeout --signal=TERM --kill-after=30 "$learning_s" python3 -m rlscale train --task Rlscale-Ant \
