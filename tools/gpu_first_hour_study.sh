@@ -4,7 +4,7 @@
 # does not declare, is uninstalled, and CUDA_VISIBLE_DEVICES is unset. The first call records the plan
 # (`snakemake -n`); each call then runs the study for at most SECONDS and stops it with SIGINT, so a call on the same
 # warm machine continues it (--rerun-incomplete). Once the study is complete, the report is written.
-# Usage: tools/first_hour_study.sh OUT_DIR SECONDS   (after sourcing tools/gpu_env.sh)
+# Usage: tools/gpu_first_hour_study.sh OUT_DIR SECONDS   (after sourcing tools/gpu_env.sh)
 set -uo pipefail
 out=${1:?output directory}
 seconds=${2:?seconds this call may run the study}
