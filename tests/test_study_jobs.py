@@ -334,6 +334,19 @@ class TestValidationVerdict:
         assert any(reason in text for text in verdict["reasons"])
 
 
+@pytest.mark.parametrize("script", ["plan", "validate", "train", "probe", "parity", "benchmark"])
+def test_bad_launcher_options_are_one_line(script):
+    """A scripts/ launcher refuses a bad option of its own in one line, exit 2, like every rlscale command."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / f"{script}.py"), "--device", "tpu"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "--device" in result.stderr
+
+
 class TestGrantCheck:
     def test_fewer_gpus_granted_than_needed(self, tmp_path, capsys):
         """A job granted 1 GPU for world size 2 exits GRANT_EXIT_CODE with the message and never starts its command."""
