@@ -14,15 +14,5 @@ from rlscale.study.stages import benchmark
 if __name__ == "__main__":
     parser = job_parser(__doc__.splitlines()[0])
     parser.add_argument("--workflow", choices=tuple(WORKFLOWS), required=True)
-    args, benchmark_args = parse_job_args(parser, sys.argv[1:])
-    sys.exit(
-        benchmark(
-            args.workflow,
-            benchmark_args,
-            world_size=args.world_size,
-            device=args.device,
-            granted=args.granted_gpus,
-            nodes=args.nodes,
-            rdzv_port=args.rdzv_port,
-        )
-    )
+    args, cell = parse_job_args(parser, sys.argv[1:])
+    sys.exit(benchmark(args.workflow, cell, split=args.split, granted=args.granted_gpus, rdzv_port=args.rdzv_port))

@@ -14,15 +14,5 @@ from rlscale.study.stages import parity
 if __name__ == "__main__":
     parser = job_parser(__doc__.splitlines()[0])
     parser.add_argument("--output", type=Path, required=True, help="where the run's manifest is copied")
-    args, train_args = parse_job_args(parser, sys.argv[1:])
-    sys.exit(
-        parity(
-            train_args,
-            output=args.output,
-            world_size=args.world_size,
-            device=args.device,
-            granted=args.granted_gpus,
-            nodes=args.nodes,
-            rdzv_port=args.rdzv_port,
-        )
-    )
+    args, cell = parse_job_args(parser, sys.argv[1:])
+    sys.exit(parity(cell, output=args.output, split=args.split, granted=args.granted_gpus, rdzv_port=args.rdzv_port))

@@ -16,11 +16,10 @@ if __name__ == "__main__":
     args, _ = parse_job_args(parser, sys.argv[1:])
     sys.exit(
         probe(
-            world_size=args.world_size,
+            split=args.split,
             device=args.device,
             granted=args.granted_gpus,
             output=args.output,
-            nodes=args.nodes,
             rdzv_port=args.rdzv_port,
         )
     )

@@ -1,7 +1,8 @@
 """Launcher of the ``validate`` rule: a short single-device ``rlscale train``, judged by
 ``rlscale.study.verdict.VALIDATION_CRITERION``; the verdict is written only if the run passes.
 
-Usage: validate.py --iterations N --gpus G --granted_gpus {resources.gpu} --run_root DIR --output FILE -- TRAIN_ARGS
+Usage: validate.py --device D --iterations N --gpus G --granted_gpus {resources.gpu} --run_root DIR --output FILE
+       -- TRAIN_ARGS
 """
 
 import sys
@@ -16,10 +17,10 @@ if __name__ == "__main__":
     parser.add_argument("--gpus", type=int, required=True, help="GPUs the run needs (1 on cuda, 0 on cpu)")
     parser.add_argument("--run_root", type=Path, required=True, help="log root of the run (recreated)")
     parser.add_argument("--output", type=Path, required=True, help="verdict JSON")
-    args, train_args = parse_job_args(parser, sys.argv[1:])
+    args, cell = parse_job_args(parser, sys.argv[1:])
     sys.exit(
         validate(
-            train_args,
+            cell,
             iterations=args.iterations,
             gpus=args.gpus,
             granted=args.granted_gpus,

@@ -22,7 +22,7 @@ from rlscale.dist import (
     rank_device,
     rank_info,
 )
-from rlscale.launch.ranks import gpus_needed_per_node, ranks_per_node
+from rlscale.launch.ranks import NodeSplit
 from rlscale.run.rank import isolate_gpu_if_task_asks
 from rlscale.tasks import get_spec, registry
 
@@ -58,19 +58,19 @@ def test_global_env_steps_counts_every_rank():
 
 class TestStudyJobs:
     def test_ranks_split_evenly_over_nodes(self):
-        assert ranks_per_node(16, 2) == 8
-        assert ranks_per_node(3, 1) == 3
+        assert NodeSplit(16, 2).ranks_per_node == 8
+        assert NodeSplit(3).ranks_per_node == 3
 
     @pytest.mark.parametrize(("world_size", "nodes"), [(6, 4), (4, 0)])
     def test_uneven_split_is_refused(self, world_size, nodes):
         with pytest.raises(ValueError, match=f"world size {world_size}"):
-            ranks_per_node(world_size, nodes)
+            NodeSplit(world_size, nodes)
 
-    def test_gpus_needed_per_node(self):
+    def test_gpus_per_node(self):
         """One GPU per local rank on cuda; CPU ranks need none."""
-        assert gpus_needed_per_node(4, "cuda") == 4
-        assert gpus_needed_per_node(16, "cuda", nodes=2) == 8
-        assert gpus_needed_per_node(4, "cpu") == 0
+        assert NodeSplit(4).gpus_per_node("cuda") == 4
+        assert NodeSplit(16, 2).gpus_per_node("cuda") == 8
+        assert NodeSplit(4).gpus_per_node("cpu") == 0
 
 
 class TestOwnGpu:

@@ -5,7 +5,7 @@
 host at 127.0.0.1, each with 2 fake GPUs), runs these tests with ``RLSCALE_SLURM_TESTS=1`` and stops the cluster.
 Without that variable they are skipped (``make test``); with it, a cluster that does not answer fails them.
 
-``device: cpu`` never makes a multi-node job (``nodes_for`` is 1 on CPU), so the 2-node tests submit the dry-run
+``device: cpu`` never makes a multi-node job (``node_split`` is one node on CPU), so the 2-node tests submit the dry-run
 command of a ``*_multinode`` rule from a GPU config with ``--device cuda`` swapped for ``--device cpu``, with the
 sbatch options that the executor plugin builds from the rule's resources. n1 and n2 share this host: a process
 belongs to a job and a node by the ``SLURM_JOB_ID`` and ``SLURMD_NODENAME`` in its environment.

@@ -17,6 +17,7 @@ import psutil
 import pytest
 import yaml
 
+from rlscale.launch.ranks import NodeSplit
 from rlscale.study import job_runner
 from rlscale.study.config import (
     StudyConfigError,
@@ -24,12 +25,12 @@ from rlscale.study.config import (
     check_gpu_limit,
     effective_config,
     envs_for,
-    nodes_for,
+    node_split,
     validated_config,
 )
+from rlscale.study.job_args import read_cell
 from rlscale.study.job_runner import GRANT_EXIT_CODE, multinode_args, run_leased, run_multinode
 from rlscale.study.lease import LeaseError, acquire
-from rlscale.study.stages import runs_per_seed
 from rlscale.study.verdict import validation_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -236,15 +237,16 @@ class TestGpuLimit:
 
 
 class TestNodes:
-    def test_nodes_for(self):
+    def test_node_split(self):
         """Up to gpus_per_node a world size is one node; above, world_size / gpus_per_node; CPU ranks are local."""
-        assert [nodes_for(size, 4, "cuda") for size in (1, 2, 4, 8, 16)] == [1, 1, 1, 2, 4]
-        assert nodes_for(8, 4, "cpu") == 1
+        assert [node_split(size, 4, "cuda").nodes for size in (1, 2, 4, 8, 16)] == [1, 1, 1, 2, 4]
+        assert node_split(8, 4, "cpu") == NodeSplit(8, 1)
+        assert node_split(16, 4, "cuda").ranks_per_node == 4
 
     def test_uneven_multi_node_size(self):
         """A multi-node world size that does not fill whole nodes is refused with the fix."""
         with pytest.raises(ValueError, match="not a multiple of gpus_per_node=4"):
-            nodes_for(6, 4, "cuda")
+            node_split(6, 4, "cuda")
 
 
 class TestCheckConfig:
@@ -332,6 +334,19 @@ class TestValidationVerdict:
         assert any(reason in text for text in verdict["reasons"])
 
 
+@pytest.mark.parametrize("script", ["plan", "validate", "train", "probe", "parity", "benchmark"])
+def test_bad_launcher_options_are_one_line(script):
+    """A scripts/ launcher refuses a bad option of its own in one line, exit 2, like every rlscale command."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / f"{script}.py"), "--device", "tpu"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "--device" in result.stderr
+
+
 class TestGrantCheck:
     def test_fewer_gpus_granted_than_needed(self, tmp_path, capsys):
         """A job granted 1 GPU for world size 2 exits GRANT_EXIT_CODE with the message and never starts its command."""
@@ -365,7 +380,7 @@ class TestGrantCheck:
         result = subprocess.run(
             [sys.executable, str(ROOT / "scripts" / "train.py"), "--world_size", "4", "--device", "cuda"]
             + ["--granted_gpus", "2", "--output", str(tmp_path / "m.json")]
-            + ["--", "--task", "Isaac-Cartpole-Direct", "--device", "cuda", "--log_root", str(tmp_path / "run")],
+            + ["--", "--task", "Isaac-Cartpole-Direct", "--log_root", str(tmp_path / "run")],
             capture_output=True,
             text=True,
             env=env,
@@ -474,7 +489,7 @@ class TestMultiNode:
     def test_rendezvous_on_first_node(self, fake_scontrol):
         """Every node computes the same c10d endpoint: the first hostname, base port + job id % 1000, job id as id."""
         environ = {"SLURM_JOB_ID": "123042", "SLURM_JOB_NODELIST": "node[001-002]"}
-        assert multinode_args(2, 4, 29400, environ) == [
+        assert multinode_args(NodeSplit(8, 2), 29400, environ) == [
             *("--nnodes", "2", "--num_gpus", "4", "--rdzv_backend", "c10d"),
             *("--rdzv_endpoint", "node001:29442", "--rdzv_id", "123042"),
         ]
@@ -482,27 +497,46 @@ class TestMultiNode:
     def test_no_nodelist_is_an_error(self):
         """Outside an allocation there is no first node, and no localhost fallback."""
         with pytest.raises(RuntimeError, match="SLURM_JOB_NODELIST is unset"):
-            multinode_args(2, 4, 29400, {"SLURM_JOB_ID": "1"})
+            multinode_args(NodeSplit(8, 2), 29400, {"SLURM_JOB_ID": "1"})
 
     def test_allocation_with_fewer_nodes(self, capsys, monkeypatch):
         """A 2-node job in a 1-node allocation refuses to run a smaller world size."""
         monkeypatch.setattr(job_runner, "run_command", lambda *args, **kwargs: pytest.fail("must not start"))
-        code = run_multinode(["true"], nodes=2, gpus_per_node=4, rdzv_port=29400, environ={"SLURM_NNODES": "1"})
+        code = run_multinode(["true"], split=NodeSplit(8, 2), rdzv_port=29400, environ={"SLURM_NNODES": "1"})
         assert code == GRANT_EXIT_CODE
         assert "needs 2 nodes × 4 GPUs but the allocation has 1 node(s)" in capsys.readouterr().err
 
 
 class TestBenchmarkRunsPerSeed:
-    CELL = ["--task", "T", "--seeds", "1", "2", "3", "--device", "cuda", "--output_path", "out/seed{seed}.json"]
+    CELL = ["--task", "T", "--seeds", "1", "2", "3", "--output_path", "out/seed{seed}.json"]
 
     def test_a_cell_is_one_run(self):
-        """Without the peer, every seed runs in one warm process."""
-        assert runs_per_seed(self.CELL) == [self.CELL]
+        """Without the peer, every seed runs in one warm process, with the arguments as the rule wrote them."""
+        assert read_cell(self.CELL, "cuda").per_seed_argv() == [[*self.CELL, "--device", "cuda"]]
 
     def test_peer_runs_one_process_per_seed(self):
         """The peer is a cold process, so with it the cell runs once per seed, each with that seed alone."""
-        runs = runs_per_seed([*self.CELL, "--peer"])
-        assert runs == [[*self.CELL[:3], seed, *self.CELL[6:], "--peer"] for seed in ("1", "2", "3")]
+        runs = read_cell([*self.CELL, "--peer"], "cuda").per_seed_argv()
+        assert runs == [
+            ["--output_path", "out/seed{seed}.json", "--task", "T", "--seeds", seed, "--device", "cuda", "--peer"]
+            for seed in ("1", "2", "3")
+        ]
+
+
+class TestJobCell:
+    def test_values_are_read_once_and_arguments_pass_unchanged(self):
+        """The stage reads the cell's values from the cell; the rule's arguments reach rlscale as written."""
+        args = ["--task", "T", "--rl_library", "skrl", "--num_envs", "64", "--seed", "7", "--log_root", "runs/x"]
+        cell = read_cell(args, "cpu")
+        assert (cell.task, cell.num_envs, cell.seeds, str(cell.log_root)) == ("T", 64, (7,), "runs/x")
+        assert cell.argv() == [*args, "--device", "cpu"]
+
+    def test_device_is_the_launchers_option(self, capsys):
+        """--device among the rlscale arguments would pass it twice: one line, exit 2."""
+        with pytest.raises(SystemExit) as exit_info:
+            read_cell(["--task", "T", "--device", "cpu"], "cpu")
+        assert exit_info.value.code == 2
+        assert capsys.readouterr().err.count("\n") == 1
 
 
 JAX_CACHE_PROBE = """

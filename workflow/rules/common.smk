@@ -1,5 +1,6 @@
 # Config validation, constants and input/param functions shared by every stage. Logic that needs tests lives in
 # rlscale.study; this file only wires it to wildcards.
+# A world size's split over nodes is node_split's (job_split): resources, plan and job launchers all read it.
 import os
 import re
 import shlex
@@ -9,13 +10,12 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
-from rlscale.launch.ranks import gpus_needed_per_node, ranks_per_node
+from rlscale.launch.ranks import NodeSplit
 from rlscale.study.config import (
     StudyConfigError,
     check_gpu_limit,
     envs_for,
-    library_key,
-    nodes_for,
+    node_split,
     validated_config,
 )
 from rlscale.study.config_source import study_config
@@ -55,14 +55,13 @@ os.environ.setdefault(
     "JAX_COMPILATION_CACHE_DIR",
     str(Path("logs", STUDY["study"], "jax_cache").resolve()),
 )
-LIBRARIES = {
-    library_key(entry["name"], entry["ml_framework"]): entry
-    for entry in STUDY["libraries"]
-}
+LIBRARIES = {entry["name"]: entry for entry in STUDY["libraries"]}
 ENV_ONLY = "env-only"  # The library segment of runtime bundles: the runtime benchmark steps the env without one.
 WORLD_SIZES = sorted(STUDY["world_sizes"])
 MULTI_NODE = [
-    size for size in WORLD_SIZES if nodes_for(size, STUDY["gpus_per_node"], DEVICE) > 1
+    size
+    for size in WORLD_SIZES
+    if node_split(size, STUDY["gpus_per_node"], DEVICE).nodes > 1
 ]
 SINGLE_NODE = [size for size in WORLD_SIZES if size not in MULTI_NODE]
 SEEDS = STUDY["seeds"]
@@ -112,14 +111,19 @@ def get_final_output():
 # --- Resources -------------------------------------------------------------------------------------------------
 
 
+def job_split(wildcards):
+    """The job's world size (wildcard ws) over its nodes."""
+    return node_split(int(wildcards.ws), STUDY["gpus_per_node"], DEVICE)
+
+
 def rank_gpus(wildcards):
-    """GPUs of a job at world size ws on one host: one per rank on cuda, none for CPU ranks."""
-    return gpus_needed_per_node(int(wildcards.ws), DEVICE)
+    """GPUs of a single-node job: one per rank on cuda, none for CPU ranks."""
+    return job_split(wildcards).gpus_per_node(DEVICE)
 
 
 def single_device_gpus(wildcards):
     """GPUs of a single-device job (validate)."""
-    return gpus_needed_per_node(1, DEVICE)
+    return NodeSplit(1).gpus_per_node(DEVICE)
 
 
 def rank_threads(wildcards):
@@ -134,7 +138,7 @@ def node_threads(wildcards):
 
 def node_count(wildcards):
     """Nodes a multi-node job spans (also its srun task count: one launcher per node)."""
-    return nodes_for(int(wildcards.ws), STUDY["gpus_per_node"], DEVICE)
+    return job_split(wildcards).nodes
 
 
 def node_gres(wildcards):
@@ -164,19 +168,20 @@ def validate_args(wildcards):
     """Arguments of the validate run's `rlscale train` (the launcher adds iterations and the log root)."""
     return (
         f"--task {wildcards.task} {library_args(wildcards.library)} --num_envs {STUDY['validate_num_envs']} "
-        f"--seed {TRAIN_SEED} --device {DEVICE} --run_name validate"
+        f"--seed {TRAIN_SEED} --run_name validate"
     )
 
 
 def train_args(wildcards):
-    """Per-rank arguments of a train run, as the plan shows them (the job adds --num_gpus and the port/rendezvous).
+    """Per-rank arguments of a train run, as the plan shows them (the job adds --device, --num_gpus and the
+    port/rendezvous).
 
     --resume auto: a rerun of the job (--rerun-incomplete after a crash or a kill) continues the run from its last
     checkpoint, so at most checkpoint_interval iterations are trained twice; the first attempt starts from scratch.
     """
     return (
         f"--task {wildcards.task} {library_args(wildcards.library)} --num_envs {train_envs(wildcards.task)} "
-        f"--max_iterations {STUDY['iterations']['train']} --seed {TRAIN_SEED} --device {DEVICE} "
+        f"--max_iterations {STUDY['iterations']['train']} --seed {TRAIN_SEED} "
         f"--run_name ws{wildcards.ws} --log_root {train_run_root(wildcards)} "
         f"--resume auto --checkpoint_interval {STUDY['checkpoint_interval']}"
     )
@@ -193,19 +198,18 @@ def train_run_root(wildcards):
 def plan_launch_args(wildcards):
     """Topology options as the train job will pass them; values known only inside the allocation are placeholders
     (FIRST_NODE, RDZV_PORT = rdzv_port + SLURM_JOB_ID % 1000, SLURM_JOB_ID)."""
-    ws = int(wildcards.ws)
-    if ws in MULTI_NODE:
-        nodes = node_count(wildcards)
+    split = job_split(wildcards)
+    if split.nodes > 1:
         return (
-            f"--nnodes {nodes} --num_gpus {ranks_per_node(ws, nodes)} --rdzv_backend c10d "
+            f"--nnodes {split.nodes} --num_gpus {split.ranks_per_node} --rdzv_backend c10d "
             "--rdzv_endpoint FIRST_NODE:RDZV_PORT --rdzv_id SLURM_JOB_ID"
         )
-    return f"--num_gpus {ws}"
+    return f"--num_gpus {split.world_size}"
 
 
 def plan_visible_gpus(wildcards):
     """GPUs the dry run assumes visible on the job's node (the plan runs on the submit host)."""
-    return gpus_needed_per_node(int(wildcards.ws), DEVICE, node_count(wildcards))
+    return job_split(wildcards).gpus_per_node(DEVICE)
 
 
 TRAINING_BUNDLE = "results/{study}/benchmark/training/{task}/{library}/ws{ws}/envs{envs}/seed{seed}.json"
@@ -230,7 +234,7 @@ def training_args(wildcards):
     """
     return (
         f"--task {wildcards.task} --num_envs {wildcards.envs} --seeds {' '.join(map(str, SEEDS))} "
-        f"--device {DEVICE} {library_args(wildcards.library)} "
+        f"{library_args(wildcards.library)} "
         f"--max_iterations {STUDY['iterations']['benchmark']} "
         f"--warmup_iterations {STUDY['warmup_iterations']}"
         + (" --peer" if STUDY["peer_baseline"] else "")
@@ -239,7 +243,9 @@ def training_args(wildcards):
 
 def single_seed_args(wildcards):
     """Per-rank arguments of a startup or runtime run; each workflow refuses the options that do not apply to it."""
-    common = f"--task {wildcards.task} --num_envs {wildcards.envs} --seed {wildcards.seed} --device {DEVICE}"
+    common = (
+        f"--task {wildcards.task} --num_envs {wildcards.envs} --seed {wildcards.seed}"
+    )
     if wildcards.workflow == "runtime":
         steps = STUDY["runtime_steps"]
         return (
@@ -295,11 +301,11 @@ def training_cells():
     cells = []
     for task in STUDY["tasks"]:
         for library, entry in LIBRARIES.items():
-            for ws in WORLD_SIZES:
+            for world_size in WORLD_SIZES:
                 for envs in envs_for(STUDY, task):
                     for seed in STUDY["seeds"]:
                         path = (
-                            f"results/{STUDY['study']}/benchmark/training/{task}/{library}/ws{ws}/envs{envs}/"
+                            f"results/{STUDY['study']}/benchmark/training/{task}/{library}/ws{world_size}/envs{envs}/"
                             f"seed{seed}.json"
                         )
                         cell = {
@@ -310,7 +316,11 @@ def training_cells():
                         cells.append(
                             (
                                 path,
-                                {**cell, "num_envs_per_rank": envs, "world_size": ws},
+                                {
+                                    **cell,
+                                    "num_envs_per_rank": envs,
+                                    "world_size": world_size,
+                                },
                             )
                         )
     return cells
@@ -334,10 +344,10 @@ def train_cells():
     """Every train run: (manifest path, its task, library and world size)."""
     return [
         (
-            f"results/{STUDY['study']}/train/{task}/{library}/ws{ws}/manifest.json",
-            {"task": task, "library": library, "world_size": ws},
+            f"results/{STUDY['study']}/train/{task}/{library}/ws{world_size}/manifest.json",
+            {"task": task, "library": library, "world_size": world_size},
         )
         for task in STUDY["tasks"]
         for library in LIBRARIES
-        for ws in WORLD_SIZES
+        for world_size in WORLD_SIZES
     ]

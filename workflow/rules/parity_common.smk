@@ -21,7 +21,7 @@ def parity_args(wildcards):
         [
             f"--task {cell['task']} {library_args(wildcards.library)} --num_envs {cell['num_envs_per_rank']}",
             f"--max_iterations {cell['iterations']} --checkpoint_interval {cell['iterations']}",
-            f"--seed {cell['seed']} --device {DEVICE} --run_name parity --log_root {parity_log_root(wildcards)}",
+            f"--seed {cell['seed']} --run_name parity --log_root {parity_log_root(wildcards)}",
             *variant_options(wildcards.variant),
         ]
     )

@@ -16,6 +16,7 @@ rule plan:
         launch=plan_launch_args,
         args=train_args,
         visible=plan_visible_gpus,
+        device=DEVICE,
     shell:
-        "{params.launcher} --visible_gpus {params.visible} --output {output} "
+        "{params.launcher} --visible_gpus {params.visible} --device {params.device} --output {output} "
         "-- {params.launch} {params.args} > {log} 2>&1"

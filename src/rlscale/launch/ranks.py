@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from rlscale.launch.gpus import NVML_LIBRARY, GpuCounter, nvidia_hardware_present, nvml_device_count, visible_gpu_count
 
@@ -18,20 +19,35 @@ NPROC_KEYWORDS = ("gpu", "cpu", "auto")
 """torchrun's keywords for ``--nproc_per_node``, accepted by ``--num_gpus``."""
 
 
-def ranks_per_node(world_size: int, nodes: int) -> int:
-    """Ranks each node of a job runs (its ``--num_gpus``): the world size split evenly over the nodes.
+@dataclass(frozen=True)
+class NodeSplit:
+    """A job's world size over its nodes: ``ranks_per_node`` ranks on each of ``nodes``, the one split that the study's
+    rules (resources), its job launchers (grant, ``--num_gpus``) and the plan all read.
 
     Raises:
         ValueError: If ``nodes`` does not divide ``world_size``.
     """
-    if nodes < 1 or world_size % nodes:
-        raise ValueError(f"world size {world_size} does not split evenly over {nodes} node(s)")
-    return world_size // nodes
 
+    world_size: int
+    nodes: int = 1
 
-def gpus_needed_per_node(world_size: int, device: str, nodes: int = 1) -> int:
-    """GPUs each node of a job needs: one per local rank on ``cuda``, none for CPU ranks."""
-    return 0 if device == "cpu" else ranks_per_node(world_size, nodes)
+    def __post_init__(self) -> None:
+        if self.nodes < 1 or self.world_size % self.nodes:
+            raise ValueError(f"world size {self.world_size} does not split evenly over {self.nodes} node(s)")
+
+    @classmethod
+    def of_nodes(cls, nodes: int, ranks_per_node: int) -> NodeSplit:
+        """The split of ``nodes`` nodes of ``ranks_per_node`` ranks each (a launcher's ``--nnodes``/``--num_gpus``)."""
+        return cls(nodes * ranks_per_node, nodes)
+
+    @property
+    def ranks_per_node(self) -> int:
+        """Ranks each node runs (its launcher's ``--num_gpus``)."""
+        return self.world_size // self.nodes
+
+    def gpus_per_node(self, device: str) -> int:
+        """GPUs each node needs: one per local rank on ``cuda``, none for CPU ranks."""
+        return 0 if device == "cpu" else self.ranks_per_node
 
 
 def available_cpus() -> int:

@@ -77,9 +77,7 @@ def bundle_record(bundle: Mapping, path: str | Path | None = None) -> dict:
     """
     run, extra, runtime = bundle.get("run") or {}, bundle.get("extra") or {}, bundle.get("runtime") or {}
     world_size = int(extra.get("world_size") or 1)
-    num_envs = extra.get("num_envs_per_rank")
-    if num_envs is None and run.get("num_envs") is not None:
-        num_envs = int(run["num_envs"]) // world_size  # A single-rank bundle may omit the distributed extras.
+    num_envs = extra.get("num_envs_per_rank")  # Every bundle has it; run.num_envs counts every rank's for training.
     total_fps = runtime.get("total_fps") or {}
     peer = runtime.get("peer") or {}
     record = {

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from rlscale.launch.gpus import GpuCounter, nvidia_hardware_present, nvml_device_count, visible_gpu_count
-from rlscale.launch.ranks import GpuEvidence, gpus_needed_per_node
+from rlscale.launch.ranks import GpuEvidence, NodeSplit
 from rlscale.rl.agent_overrides import check_against_generic
 from rlscale.study.lease import LeaseError, check_lease_environment
 from rlscale.tasks import UnknownTaskError, resolve_task_id
@@ -253,25 +253,21 @@ def validated_config(
     return study
 
 
-def nodes_for(world_size: int, gpus_per_node: int, device: str) -> int:
-    """Return the nodes a world size spans: 1 up to ``gpus_per_node`` (or on CPU), else ``world_size / gpus_per_node``.
+def node_split(world_size: int, gpus_per_node: int, device: str) -> NodeSplit:
+    """Return a world size's split over nodes: one node up to ``gpus_per_node`` (or on CPU), else
+    ``world_size / gpus_per_node`` nodes of ``gpus_per_node`` ranks.
 
     Raises:
         ValueError: If a multi-node world size is not a multiple of ``gpus_per_node``.
     """
     if device == "cpu" or world_size <= gpus_per_node:
-        return 1
+        return NodeSplit(world_size)
     if world_size % gpus_per_node:
         raise ValueError(
             f"world_sizes: {world_size} spans several nodes but is not a multiple of gpus_per_node={gpus_per_node}; "
             "use multiples of gpus_per_node above it."
         )
-    return world_size // gpus_per_node
-
-
-def library_key(name: str, ml_framework: str) -> str:
-    """Return the path/wildcard name of a library entry: ``rsl_rl``, or ``skrl-jax`` for a non-torch framework."""
-    return name if ml_framework == "torch" else f"{name}-{ml_framework}"
+    return NodeSplit(world_size, world_size // gpus_per_node)
 
 
 def check_config(config: Mapping) -> None:
@@ -281,15 +277,15 @@ def check_config(config: Mapping) -> None:
             f"warmup_iterations={config['warmup_iterations']} leaves none of iterations.benchmark="
             f"{config['iterations']['benchmark']} to measure; lower it or raise iterations.benchmark."
         )
-    keys = [library_key(entry["name"], entry["ml_framework"]) for entry in config["libraries"]]
-    if len(set(keys)) != len(keys):
-        raise ValueError(f"libraries lists the same library and ml_framework twice: {keys}; list each once.")
     for entry in config["libraries"]:
         if entry["ml_framework"] != "torch":
             raise ValueError(
                 f"{entry['name']} with ml_framework {entry['ml_framework']}: the multi-GPU benchmark times torchrun "
                 "ranks, and skrl's JAX launcher is not one; study it with ml_framework torch."
             )
+    keys = [entry["name"] for entry in config["libraries"]]  # every entry is torch (above): its name is its key
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"libraries lists the same library and ml_framework twice: {keys}; list each once.")
     for library, overrides in config["agent_overrides"].items():
         for index, override in enumerate(overrides):
             if override.startswith("agent."):
@@ -309,7 +305,7 @@ def check_config(config: Mapping) -> None:
                 "or remove its entry (an overlay file clears every entry with `num_envs_per_task: null`)."
             )
     for world_size in config["world_sizes"]:
-        nodes = nodes_for(world_size, config["gpus_per_node"], config["device"])
+        nodes = node_split(world_size, config["gpus_per_node"], config["device"]).nodes
         if nodes > 1 and config["cluster"] != "slurm":
             raise ValueError(
                 f"world_sizes: {world_size} spans {nodes} nodes of gpus_per_node={config['gpus_per_node']}, which "
@@ -370,9 +366,9 @@ def check_gpu_limit(study: Mapping, gpu_limit: int | None) -> None:
     """
     if study["device"] != "cuda" or gpu_limit is None:
         return
-    single_node = [size for size in study["world_sizes"] if nodes_for(size, study["gpus_per_node"], "cuda") == 1]
-    largest = max([1, *single_node])  # validate runs one rank
-    needed = gpus_needed_per_node(largest, "cuda")
+    splits = [node_split(size, study["gpus_per_node"], "cuda") for size in study["world_sizes"]]
+    largest = max([1, *(split.world_size for split in splits if split.nodes == 1)])  # validate runs one rank
+    needed = NodeSplit(largest).gpus_per_node("cuda")
     if gpu_limit < needed:
         raise StudyConfigError(
             f"resources: gpu={gpu_limit} is below the {needed} GPU(s) that world size {largest} needs on one host, so "

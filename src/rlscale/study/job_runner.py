@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
 from rlscale.dist import RUN_TIMESTAMP_ENV
-from rlscale.launch.ranks import gpus_needed_per_node, ranks_per_node
+from rlscale.launch.ranks import NodeSplit
 from rlscale.launch.supervise import FORCED_SHUTDOWN_S, GRACEFUL_SHUTDOWN_S, STRAGGLER_GRACE_S, run_supervised
 from rlscale.study.lease import LeaseError, acquire, acquire_host
 
@@ -146,7 +146,7 @@ def first_node(environ: Mapping[str, str]) -> str:
     return result.stdout.split()[0]
 
 
-def multinode_args(nodes: int, gpus_per_node: int, rdzv_port: int, environ: Mapping[str, str]) -> list[str]:
+def multinode_args(split: NodeSplit, rdzv_port: int, environ: Mapping[str, str]) -> list[str]:
     """Return the launcher options of a c10d rendezvous on the allocation's first node, keyed by the SLURM job id.
 
     The port is ``rdzv_port + SLURM_JOB_ID % 1000``: every node computes the same one, and two multi-node jobs that
@@ -155,7 +155,7 @@ def multinode_args(nodes: int, gpus_per_node: int, rdzv_port: int, environ: Mapp
     job_id = environ["SLURM_JOB_ID"]
     port = rdzv_port + int(job_id) % 1000 if job_id.isdigit() else rdzv_port
     return [
-        *("--nnodes", str(nodes), "--num_gpus", str(gpus_per_node)),
+        *("--nnodes", str(split.nodes), "--num_gpus", str(split.ranks_per_node)),
         *("--rdzv_backend", "c10d", "--rdzv_endpoint", f"{first_node(environ)}:{port}", "--rdzv_id", job_id),
     ]
 
@@ -163,8 +163,7 @@ def multinode_args(nodes: int, gpus_per_node: int, rdzv_port: int, environ: Mapp
 def run_multinode(
     command: Sequence[str],
     *,
-    nodes: int,
-    gpus_per_node: int,
+    split: NodeSplit,
     rdzv_port: int,
     environ: Mapping[str, str] | None = None,
     stdout: TextIO | None = None,
@@ -179,9 +178,9 @@ def run_multinode(
     """
     environ = dict(os.environ if environ is None else environ)
     allocated = environ.get("SLURM_NNODES") or environ.get("SLURM_JOB_NUM_NODES")
-    if allocated is None or int(allocated) != nodes:
+    if allocated is None or int(allocated) != split.nodes:
         print(
-            f"[study] ERROR: this job needs {nodes} nodes × {gpus_per_node} GPUs but the allocation has "
+            f"[study] ERROR: this job needs {split.nodes} nodes × {split.ranks_per_node} GPUs but the allocation has "
             f"{allocated or 'no'} node(s) (SLURM_NNODES); refusing to run a different world size.",
             file=sys.stderr,
             flush=True,
@@ -191,29 +190,26 @@ def run_multinode(
         before()  # The other nodes' ranks write only after the rendezvous, which waits for this node.
     # Each node's launcher names the run directory after its own clock; the job id makes every node agree.
     environ.setdefault(RUN_TIMESTAMP_ENV, f"slurm-job{environ.get('SLURM_JOB_ID', '')}")
-    return run_command([*command, *multinode_args(nodes, gpus_per_node, rdzv_port, environ)], environ, stdout=stdout)
+    return run_command([*command, *multinode_args(split, rdzv_port, environ)], environ, stdout=stdout)
 
 
 def launch(
     rlscale_args: Sequence[str],
     *,
-    world_size: int,
+    split: NodeSplit,
     device: str,
     granted: int | None,
     rule: str,
-    nodes: int = 1,
     rdzv_port: int = 29400,
     before: Callable[[], None] | None = None,
 ) -> int:
     """Run a multi-GPU ``rlscale`` command (``train_multigpu``, ``benchmark <workflow>_multigpu``) at a world size.
 
-    On one node it leases ``world_size`` GPUs (none for CPU ranks) and passes ``--num_gpus``; on several
-    it is one ``srun`` task per node with a c10d rendezvous (:func:`run_multinode`).
+    On one node it leases the split's GPUs (none for CPU ranks) and passes ``--num_gpus``; on several it is one
+    ``srun`` task per node with a c10d rendezvous (:func:`run_multinode`).
     """
-    if nodes > 1:
-        command = rlscale_command(*rlscale_args)
-        gpus_per_node = ranks_per_node(world_size, nodes)
-        return run_multinode(command, nodes=nodes, gpus_per_node=gpus_per_node, rdzv_port=rdzv_port, before=before)
-    command = rlscale_command(*rlscale_args, "--num_gpus", str(world_size))
-    gpus = gpus_needed_per_node(world_size, device)
-    return run_leased(command, gpus=gpus, granted=granted, world_size=world_size, rule=rule, before=before)
+    if split.nodes > 1:
+        return run_multinode(rlscale_command(*rlscale_args), split=split, rdzv_port=rdzv_port, before=before)
+    command = rlscale_command(*rlscale_args, "--num_gpus", str(split.world_size))
+    gpus = split.gpus_per_node(device)
+    return run_leased(command, gpus=gpus, granted=granted, world_size=split.world_size, rule=rule, before=before)

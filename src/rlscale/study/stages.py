@@ -1,7 +1,8 @@
 """The study's stages, one function per Snakemake rule that starts ``rlscale``: validate, plan, probe, train,
 parity and benchmark.
 
-The ``scripts/`` launchers parse their options and call these; :mod:`.job_runner` places the ranks.
+The ``scripts/`` launchers parse their options and read the cell (:mod:`.job_args`), then call these with them; the
+stages build the ``rlscale`` commands from the cell's values; :mod:`.job_runner` places the ranks.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
-from rlscale.launch.command import forwarded_value
-from rlscale.launch.ranks import gpus_needed_per_node, ranks_per_node
+from rlscale.launch.ranks import NodeSplit
+from rlscale.study.job_args import JobCell
 from rlscale.study.job_runner import GRANT_EXIT_CODE, launch, rlscale_command, run_leased, run_multinode
 from rlscale.study.verdict import validation_verdict
 
@@ -41,9 +42,7 @@ def collect_manifest(run_root: Path, output: Path) -> int:
     return 0
 
 
-def validate(
-    train_args: Sequence[str], *, iterations: int, gpus: int, granted: int, run_root: Path, output: Path
-) -> int:
+def validate(cell: JobCell, *, iterations: int, gpus: int, granted: int, run_root: Path, output: Path) -> int:
     """Check the task against the ``VecTask`` contract (``rlscale check_task``, at the run's device and env count),
     then run a short single-device ``rlscale train``, judge it, and write the verdict to ``output``.
 
@@ -54,13 +53,12 @@ def validate(
         0 if the task conforms and the run passes :data:`~rlscale.study.verdict.VALIDATION_CRITERION`, else non-zero.
     """
     lease = {"gpus": gpus, "granted": granted, "world_size": 1, "rule": "validate"}
-    num_envs = forwarded_value(train_args, "--num_envs")
     check = rlscale_command(
         "check_task",
-        str(forwarded_value(train_args, "--task")),
+        str(cell.task),
         "--device",
-        forwarded_value(train_args, "--device") or "cpu",
-        *(["--num_envs", num_envs] if num_envs else []),
+        cell.device,
+        *([] if cell.num_envs is None else ["--num_envs", str(cell.num_envs)]),
     )
     code = run_leased(check, **lease)
     if code != 0:
@@ -70,7 +68,7 @@ def validate(
                 file=sys.stderr,
             )
         return code
-    command = rlscale_command("train", *train_args, "--max_iterations", str(iterations), "--log_root", str(run_root))
+    command = rlscale_command("train", *cell.argv(), "--max_iterations", str(iterations), "--log_root", str(run_root))
     code = run_leased(
         command,
         before=lambda: shutil.rmtree(run_root, ignore_errors=True),  # A stale manifest must not pass for this run's.
@@ -89,8 +87,9 @@ def validate(
     return 0
 
 
-def plan(launcher_args: Sequence[str], output: Path, visible_gpus: int = 0) -> int:
-    """Save the command ``rlscale train_multigpu --dry_run`` resolves for ``launcher_args`` to ``output``.
+def plan(cell: JobCell, output: Path, visible_gpus: int = 0) -> int:
+    """Save the command ``rlscale train_multigpu --dry_run`` resolves for a train cell to ``output`` (its arguments
+    start with the job's topology options).
 
     The plan runs on the submit host, which may have no GPU: ``visible_gpus`` > 0 resolves the command as on a node
     with that many GPUs (``CUDA_VISIBLE_DEVICES=0,...``); the launcher checks the real ones when the job runs.
@@ -99,7 +98,7 @@ def plan(launcher_args: Sequence[str], output: Path, visible_gpus: int = 0) -> i
     if visible_gpus > 0:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, range(visible_gpus)))
     result = subprocess.run(
-        rlscale_command("train_multigpu", "--dry_run", *launcher_args), capture_output=True, text=True, env=env
+        rlscale_command("train_multigpu", "--dry_run", *cell.argv()), capture_output=True, text=True, env=env
     )
     sys.stderr.write(result.stderr)
     if result.returncode == 0:
@@ -108,29 +107,21 @@ def plan(launcher_args: Sequence[str], output: Path, visible_gpus: int = 0) -> i
     return result.returncode
 
 
-def probe(
-    *, world_size: int, device: str, granted: int | None, output: Path, nodes: int = 1, rdzv_port: int = 29400
-) -> int:
-    """Run ``rlscale nccl_probe`` at ``world_size`` on leased GPUs (or CPU ranks); its report goes to ``output``."""
+def probe(*, split: NodeSplit, device: str, granted: int | None, output: Path, rdzv_port: int = 29400) -> int:
+    """Run ``rlscale nccl_probe`` at the split's world size on leased GPUs (or CPU ranks); its report goes to
+    ``output``."""
     device_args = ["--device", "cpu"] if device == "cpu" else []
-    if nodes > 1 and os.environ.get("SLURM_NODEID", "0") != "0":
+    if split.nodes > 1 and os.environ.get("SLURM_NODEID", "0") != "0":
         # Global rank 0, on the first node, prints the report; other nodes must not truncate the shared file.
-        command = rlscale_command("nccl_probe", *device_args)
-        return run_multinode(command, nodes=nodes, gpus_per_node=ranks_per_node(world_size, nodes), rdzv_port=rdzv_port)
+        return run_multinode(rlscale_command("nccl_probe", *device_args), split=split, rdzv_port=rdzv_port)
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     with open(output, "w") as report:
-        if nodes > 1:
+        if split.nodes > 1:
             command = rlscale_command("nccl_probe", *device_args)
-            return run_multinode(
-                command,
-                nodes=nodes,
-                gpus_per_node=ranks_per_node(world_size, nodes),
-                rdzv_port=rdzv_port,
-                stdout=report,
-            )
-        command = rlscale_command("nccl_probe", "--num_gpus", str(world_size), *device_args)
-        gpus = gpus_needed_per_node(world_size, device)
-        return run_leased(command, gpus=gpus, granted=granted, world_size=world_size, stdout=report, rule="probe")
+            return run_multinode(command, split=split, rdzv_port=rdzv_port, stdout=report)
+        command = rlscale_command("nccl_probe", "--num_gpus", str(split.world_size), *device_args)
+        gpus = split.gpus_per_node(device)
+        return run_leased(command, gpus=gpus, granted=granted, world_size=split.world_size, stdout=report, rule="probe")
 
 
 def keep_for_same_job(run_root: Path, job: Mapping) -> None:
@@ -149,80 +140,90 @@ def keep_for_same_job(run_root: Path, job: Mapping) -> None:
     record.write_text(json.dumps(job, indent=2) + "\n")
 
 
-def train(rlscale_args: Sequence[str], *, output: Path, **launch_kwargs) -> int:
-    """Run ``rlscale train_multigpu`` (see :func:`~rlscale.study.job_runner.launch`) in ``--log_root``, then copy
-    its manifest.
+def launch_record(split: NodeSplit, device: str, granted: int | None, rdzv_port: int) -> dict:
+    """The launch options of a train job as its :data:`JOB_RECORD` keeps them."""
+    return {
+        "world_size": split.world_size,
+        "device": device,
+        "granted": granted,
+        "nodes": split.nodes,
+        "rdzv_port": rdzv_port,
+    }
+
+
+def train(cell: JobCell, *, output: Path, split: NodeSplit, granted: int | None, rdzv_port: int = 29400) -> int:
+    """Run ``rlscale train_multigpu`` (see :func:`~rlscale.study.job_runner.launch`) in the cell's ``--log_root``,
+    then copy its manifest.
 
     Once the job may run, the log root is kept for a rerun of the same job (which passes ``--resume auto``) and
     cleared otherwise (:func:`keep_for_same_job`); on several nodes only the first does this and copies the manifest,
     which global rank 0 writes on the shared file system.
 
     Raises:
-        ValueError: If ``rlscale_args`` has no ``--log_root``: the manifest could not be found.
+        ValueError: If the cell has no ``--log_root``: the manifest could not be found.
     """
-    run_root = forwarded_value(rlscale_args, "--log_root")
+    run_root = cell.log_root
     if run_root is None:
         raise ValueError("train needs --log_root among the rlscale arguments, to find the run's manifest.")
-    job = {"rlscale_args": list(rlscale_args), **launch_kwargs}
+    job = {"rlscale_args": list(cell.rlscale_args), **launch_record(split, cell.device, granted, rdzv_port)}
     code = launch(
-        ["train_multigpu", *rlscale_args],
+        ["train_multigpu", *cell.argv()],
+        split=split,
+        device=cell.device,
+        granted=granted,
         rule="train",
-        before=lambda: keep_for_same_job(Path(run_root), job),
-        **launch_kwargs,
+        rdzv_port=rdzv_port,
+        before=lambda: keep_for_same_job(run_root, job),
     )
     if code != 0 or os.environ.get("SLURM_NODEID", "0") != "0":
         return code
-    return collect_manifest(Path(run_root), output)
+    return collect_manifest(run_root, output)
 
 
-def parity(rlscale_args: Sequence[str], *, output: Path, **launch_kwargs) -> int:
-    """Run one parity run, ``rlscale train_multigpu`` from scratch in its ``--log_root``, then copy its manifest (every
-    iteration's record) to ``output``.
+def parity(cell: JobCell, *, output: Path, split: NodeSplit, granted: int | None, rdzv_port: int = 29400) -> int:
+    """Run one parity run, ``rlscale train_multigpu`` from scratch in the cell's ``--log_root``, then copy its manifest
+    (every iteration's record) to ``output``.
 
     A rerun after a kill starts over and never resumes: the run's wall time to the target must be one uninterrupted
     run's. On several nodes only the first clears the log root and copies the manifest.
 
     Raises:
-        ValueError: If ``rlscale_args`` has no ``--log_root``: the manifest could not be found.
+        ValueError: If the cell has no ``--log_root``: the manifest could not be found.
     """
-    run_root = forwarded_value(rlscale_args, "--log_root")
+    run_root = cell.log_root
     if run_root is None:
         raise ValueError("parity needs --log_root among the rlscale arguments, to find the run's manifest.")
     first_node = os.environ.get("SLURM_NODEID", "0") == "0"
     code = launch(
-        ["train_multigpu", *rlscale_args],
+        ["train_multigpu", *cell.argv()],
+        split=split,
+        device=cell.device,
+        granted=granted,
         rule="parity",
+        rdzv_port=rdzv_port,
         before=(lambda: shutil.rmtree(run_root, ignore_errors=True)) if first_node else None,
-        **launch_kwargs,
     )
     if code != 0 or not first_node:
         return code
-    return collect_manifest(Path(run_root), output)
+    return collect_manifest(run_root, output)
 
 
-def benchmark(workflow: str, benchmark_args: Sequence[str], **launch_kwargs) -> int:
+def benchmark(workflow: str, cell: JobCell, *, split: NodeSplit, granted: int | None, rdzv_port: int = 29400) -> int:
     """Run ``rlscale benchmark <workflow>_multigpu`` (see :func:`~rlscale.study.job_runner.launch`); global rank 0
     writes the bundles (``--output_path``, ``{seed}`` filled in for each of ``--seeds``).
 
-    A training cell's seeds run in one process, except with ``--peer`` (:func:`runs_per_seed`). The runs stop at
-    the first that fails.
+    A training cell's seeds run in one process, except with ``--peer`` (:meth:`JobCell.per_seed_argv`). The runs
+    stop at the first that fails.
     """
-    for run_args in runs_per_seed(benchmark_args):
-        code = launch(["benchmark", f"{workflow}_multigpu", *run_args], rule="benchmark", **launch_kwargs)
+    for run_args in cell.per_seed_argv():
+        code = launch(
+            ["benchmark", f"{workflow}_multigpu", *run_args],
+            split=split,
+            device=cell.device,
+            granted=granted,
+            rule="benchmark",
+            rdzv_port=rdzv_port,
+        )
         if code != 0:
             return code
     return 0
-
-
-def runs_per_seed(benchmark_args: Sequence[str]) -> list[list[str]]:
-    """The benchmark runs of a job: one with every seed of ``--seeds`` in it, or with ``--peer`` one per seed.
-
-    The peer baseline is a cold process of its own, so each of its figures stands beside one cold rlscale process
-    (``rlscale benchmark`` refuses ``--peer`` with several seeds).
-    """
-    args = list(benchmark_args)
-    if "--peer" not in args or "--seeds" not in args:
-        return [args]
-    start = args.index("--seeds") + 1
-    end = next((index for index in range(start, len(args)) if args[index].startswith("-")), len(args))
-    return [[*args[:start], seed, *args[end:]] for seed in args[start:end]]
