@@ -17,6 +17,7 @@ import psutil
 import pytest
 import yaml
 
+from rlscale.launch.lease import LeaseError, acquire
 from rlscale.study import job_runner
 from rlscale.study.config import (
     StudyConfigError,
@@ -28,7 +29,6 @@ from rlscale.study.config import (
     validated_config,
 )
 from rlscale.study.job_runner import GRANT_EXIT_CODE, multinode_args, run_leased, run_multinode
-from rlscale.study.lease import LeaseError, acquire
 from rlscale.study.stages import runs_per_seed
 from rlscale.study.verdict import validation_verdict
 
