@@ -7,7 +7,7 @@ Usage: benchmark.py --workflow W --world_size N --device D [--granted_gpus G | -
 
 import sys
 
-from rlscale.benchmark.records import WORKFLOWS
+from rlscale.benchmark.workflows import WORKFLOWS
 from rlscale.study.job_args import job_parser, parse_job_args
 from rlscale.study.stages import benchmark
 

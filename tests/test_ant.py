@@ -233,7 +233,7 @@ class TestOwnGpuPerRank:
         else:
             call = (
                 "from argparse import Namespace; from rlscale.benchmark import worker; "
-                "from rlscale.benchmark.records import TRAINING; "
+                "from rlscale.benchmark.workflows.training import WORKFLOW as TRAINING; "
                 f"worker.time_python_imports(TRAINING, Namespace(task={task!r}, device='cuda', ml_framework='torch', "
                 "rl_library='rl_games'))"
             )

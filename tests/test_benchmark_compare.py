@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
@@ -17,16 +16,15 @@ import pandas as pd
 import psutil
 import pytest
 
-from rlscale.benchmark.interleave import main, parse_variant, run_one
-from rlscale.benchmark.interleave_summary import (
+from rlscale.benchmark.compare.cli import main
+from rlscale.benchmark.compare.plan import PLAN_FILE, parse_variant, planned_runs, run_order
+from rlscale.benchmark.compare.run import run_one
+from rlscale.benchmark.compare.summary import (
     CSV_FILE,
     JSON_FILE,
     MARKDOWN_FILE,
-    PLAN_FILE,
-    planned_runs,
     quoted,
     ratio_interval,
-    run_order,
     verdict,
     write_summary,
 )
@@ -35,15 +33,6 @@ COMMON = ["--task", "Isaac-Cartpole-Direct", "--rl_library", "rsl_rl", "--device
 """The smallest real training benchmark: 2 iterations (1 warm-up, 1 measured) of Cartpole on CPU."""
 PROGRESS_LINE = re.compile(r"^\[\d+/\d+\] (\S+) repeat (\d+): ", re.MULTILINE)
 """The line the tool prints as each run ends: ``[3/6] broken repeat 0: FAILED ...``."""
-
-
-def no_lease() -> contextlib.AbstractContextManager:
-    return contextlib.nullcontext()
-
-
-def compare(argv: list[str]) -> int:
-    """``main`` with no host lease (the lease has tests of its own)."""
-    return main(argv, hold_host=no_lease)
 
 
 class TestPlan:
@@ -99,7 +88,7 @@ class TestBadInput:
     def test_refused_in_one_line_with_nothing_written(self, tmp_path, capsys, argv, message):
         """Each bad command line is one line on stderr, exit 2, and no output directory."""
         with pytest.raises(SystemExit) as exit_info:
-            compare(["--output_dir", str(tmp_path / "out"), *argv])
+            main(["--output_dir", str(tmp_path / "out"), *argv])
         assert exit_info.value.code == 2
         stderr = capsys.readouterr().err
         assert message in stderr and stderr.count("\n") == 1
@@ -108,7 +97,7 @@ class TestBadInput:
     def test_summarise_only_needs_a_plan(self, tmp_path, capsys):
         """Re-tabulating a directory without a comparison is refused in one line."""
         with pytest.raises(SystemExit) as exit_info:
-            compare(["--output_dir", str(tmp_path), "--summarise_only"])
+            main(["--output_dir", str(tmp_path), "--summarise_only"])
         assert exit_info.value.code == 2 and "plan.json does not exist" in capsys.readouterr().err
 
 
@@ -297,7 +286,7 @@ class TestRealComparison:
         before = {name: (directory / name).read_text() for name in (CSV_FILE, MARKDOWN_FILE, JSON_FILE)}
         for name in before:
             (directory / name).unlink()
-        assert compare(["--output_dir", str(directory), "--summarise_only"]) == 0
+        assert main(["--output_dir", str(directory), "--summarise_only"]) == 0
         assert {name: (directory / name).read_text() for name in before} == before
 
 

@@ -549,7 +549,7 @@ class TestBenchmarkCfg:
 
     def test_records_decide_the_library_option(self):
         """benchmark/cli.py passes each record's uses_library: training and startup offer --rl_library, runtime not."""
-        from rlscale.benchmark.records import WORKFLOWS
+        from rlscale.benchmark.workflows import WORKFLOWS
 
         offered = {
             name: bool(benchmark_launcher_cfg(name, uses_library=workflow.uses_library).rl_libraries)

@@ -20,8 +20,8 @@ import pytest
 import torch
 
 from rlscale.benchmark.bundle import validation_errors
-from rlscale.benchmark.comparison import PeerMismatch, load_peer_result, peer_argv, peer_section, run_peer_first
 from rlscale.benchmark.peer import PEER_SCRIPTS, peer_clock
+from rlscale.benchmark.peer_ratio import PeerMismatch, load_peer_result, peer_argv, peer_section, run_peer_first
 from rlscale.tasks import get_spec, graph
 
 TASK = "Isaac-Cartpole"
@@ -228,7 +228,7 @@ class TestSameEnvStep:
     @pytest.mark.parametrize("no_cuda_graph", [False, True])
     def test_rlscale_graph_setting_reaches_the_peer(self, no_cuda_graph):
         from rlscale.benchmark.arguments import parse_in_process
-        from rlscale.benchmark.records import TRAINING
+        from rlscale.benchmark.workflows.training import WORKFLOW as TRAINING
         from rlscale.run.spec import spec_from_args
 
         argv = ["--task", TASK, "--peer", *(["--no_cuda_graph"] if no_cuda_graph else [])]
@@ -240,7 +240,7 @@ class TestSameEnvStep:
     def test_rank0_refuses_a_peer_on_another_graph_setting(self, no_cuda_graph):
         """The setting is part of the workload rank 0 checks the peer's result against (see load_peer_result)."""
         from rlscale.benchmark.session import peer_workload
-        from rlscale.benchmark.workflows import Measurement
+        from rlscale.benchmark.workflow import Measurement
         from rlscale.dist import RankInfo
         from rlscale.run.spec import resolve_spec
 

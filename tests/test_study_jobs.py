@@ -17,6 +17,7 @@ import psutil
 import pytest
 import yaml
 
+from rlscale.launch.lease import LeaseError, acquire
 from rlscale.launch.ranks import NodeSplit
 from rlscale.study import job_runner
 from rlscale.study.config import (
@@ -30,7 +31,6 @@ from rlscale.study.config import (
 )
 from rlscale.study.job_args import read_cell
 from rlscale.study.job_runner import GRANT_EXIT_CODE, multinode_args, run_leased, run_multinode
-from rlscale.study.lease import LeaseError, acquire
 from rlscale.study.verdict import validation_verdict
 
 ROOT = Path(__file__).resolve().parents[1]

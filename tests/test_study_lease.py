@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rlscale.study.lease import LeaseError, acquire, acquire_host, gpu_pool
+from rlscale.launch.lease import LeaseError, acquire, acquire_host, gpu_pool
 
 POOL = "0,1,2,3"
 
@@ -194,7 +194,7 @@ class TestHostLease:
 
 HOLDER = """
 import sys, time
-from rlscale.study.lease import acquire
+from rlscale.launch.lease import acquire
 lease = acquire(int(sys.argv[1]))
 print(",".join(lease.gpu_ids), flush=True)
 time.sleep(600)

@@ -60,7 +60,7 @@ def wide_run_quotes(root: Path) -> list[Quote]:
     last, rate = training_rate(run / "train.log")
     text = (
         f"{len(manifest['iterations'])} iterations in {wall.total_seconds():.0f} s from start to stop. The training "
-        f"episodes' tracking error (`Metrics/base_velocity/error_vel_xy`, with noise and pushes) first fell to 0.25 m/s "
+        "episodes' tracking error (`Metrics/base_velocity/error_vel_xy`, with noise and pushes) first fell to 0.25 m/s "
         f"at iteration {first['iteration']}, {first['elapsed_s']:.0f} s and {first['env_steps'] / 1e6:.1f} M env steps "
         f"into the run. Its iteration-625 checkpoint tracks with {summary['lin_vel_error_mps']:.3f} m/s linear, "
         f"{summary['ang_vel_error_radps']:.3f} rad/s yaw, {100 * summary['fall_rate']:.1f} % falls."

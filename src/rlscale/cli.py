@@ -47,12 +47,11 @@ def train(argv: list[str]) -> int:
 
 
 def benchmark(argv: list[str]) -> int:
-    """``rlscale benchmark``; its ``compare`` gets the study's host lease here, a layer that may import it."""
+    """``rlscale benchmark``; ``compare`` binds nothing: its runs are processes of their own."""
     if argv[:1] == ["compare"]:
-        from rlscale.benchmark.interleave import main as compare
-        from rlscale.study.lease import acquire_host
+        from rlscale.benchmark.compare.cli import main as compare
 
-        return compare(argv[1:], hold_host=lambda: acquire_host(True, label="benchmark compare"))
+        return compare(argv[1:])
     from rlscale.benchmark.cli import main as run_workflow
 
     if argv and not argv[0].replace("-", "_").endswith("_multigpu"):

@@ -13,7 +13,7 @@ from pathlib import Path
 from rlscale.argparsing import OneLineParser
 from rlscale.benchmark.bundle import DEFAULT_OUTPUT_DIR
 from rlscale.benchmark.options import UNSUPPORTED, add_unsupported, given, jax_message
-from rlscale.benchmark.records import Workflow
+from rlscale.benchmark.workflow import Workflow
 from rlscale.launch.command import LauncherCfg, forwarded_value
 from rlscale.launch.run import RankCheck, job_shape
 from rlscale.paths import unwritable_reason

@@ -20,6 +20,7 @@ from typing import Any
 
 from rlscale.argparsing import OneLineParser
 from rlscale.benchmark.resources import node_gpu_devices
+from rlscale.benchmark.workflows import WORKFLOWS
 from rlscale.launch.gpus import GIB
 from rlscale.paths import write_atomic
 from rlscale.rl import ADAPTERS
@@ -36,8 +37,11 @@ class InvalidBundle(ValueError):
 
 @cache
 def schema() -> dict:
-    """The bundle's JSON Schema (draft 2020-12), shipped inside the package."""
-    return json.loads(resources.files("rlscale.benchmark").joinpath("bundle.schema.json").read_text())
+    """The bundle's JSON Schema (draft 2020-12), shipped inside the package, with ``run.workflow``'s names taken from
+    :data:`~rlscale.benchmark.workflows.WORKFLOWS` (a new workflow's bundles validate without editing the schema)."""
+    loaded = json.loads(resources.files("rlscale.benchmark").joinpath("bundle.schema.json").read_text())
+    loaded["properties"]["run"]["properties"]["workflow"]["enum"] = list(WORKFLOWS)
+    return loaded
 
 
 def validation_errors(bundle: Any) -> list[str]:

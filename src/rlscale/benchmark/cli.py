@@ -2,7 +2,7 @@
 
 No torch here: ``--help``, ``--dry_run`` and every rejection answer before torch is imported. ``*_multigpu`` reuses
 ``train_multigpu``'s launcher (:func:`rlscale.launch.command.benchmark_launcher_cfg`), which starts :mod:`.worker`
-once per rank; the plain workflows run in this process. The workflows: :mod:`.records`; their arguments:
+once per rank; the plain workflows run in this process. The workflows: :mod:`.workflows`; their arguments:
 :mod:`.arguments`.
 """
 
@@ -15,8 +15,9 @@ import sys
 from pathlib import Path
 
 from rlscale.benchmark.arguments import launcher_check, refuse_early
-from rlscale.benchmark.comparison import dry_run_result, run_peer_first, single_process_command, torchrun_command
-from rlscale.benchmark.records import WORKFLOWS, Workflow
+from rlscale.benchmark.peer_ratio import dry_run_result, run_peer_first, single_process_command, torchrun_command
+from rlscale.benchmark.workflow import Workflow
+from rlscale.benchmark.workflows import WORKFLOWS
 from rlscale.launch.command import benchmark_launcher_cfg
 
 WORKER = str(Path(__file__).resolve().with_name("worker.py"))

@@ -17,12 +17,11 @@ from pathlib import Path
 
 from rlscale.argparsing import OneLineParser
 from rlscale.benchmark import bundle as bundles
-from rlscale.benchmark.comparison import PeerMismatch, load_peer_result
 from rlscale.benchmark.options import SEED_FIELD
-from rlscale.benchmark.records import Workflow
+from rlscale.benchmark.peer_ratio import PeerMismatch, load_peer_result
 from rlscale.benchmark.resources import ResourceSampler, visible_cuda_devices
 from rlscale.benchmark.summary import summary_lines
-from rlscale.benchmark.workflows import Measurement, count_compile_as_creation
+from rlscale.benchmark.workflow import Measurement, Workflow, count_compile_as_creation
 from rlscale.dist import RankInfo, global_env_steps, rank_device, rank_info
 from rlscale.paths import one_line_on_full_disk
 from rlscale.run.spec import RunSpec

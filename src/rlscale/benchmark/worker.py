@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Protocol
 
 from rlscale.benchmark.arguments import parse_in_process, resolve_in_process
-from rlscale.benchmark.records import WORKFLOWS, Workflow
+from rlscale.benchmark.workflow import Workflow
+from rlscale.benchmark.workflows import WORKFLOWS
 from rlscale.rl import ADAPTERS, load_adapter
 from rlscale.run.spec import RunSpec, spec_from_environment
 

@@ -94,7 +94,7 @@ by hand would."""
 def benchmark_launcher_cfg(workflow: str, worker_script: str = WORKER_SCRIPT, *, uses_library: bool) -> LauncherCfg:
     """Return the launcher of ``rlscale benchmark <workflow>_multigpu``.
 
-    ``workflow`` names one of the benchmark workflows (``rlscale.benchmark.records``, which this layer cannot read),
+    ``workflow`` names one of the benchmark workflows (``rlscale.benchmark.workflows``, which this layer cannot read),
     optionally with a ``_multigpu``/``-multigpu`` suffix; every rank runs ``worker_script --workflow <workflow>``.
     ``uses_library`` (the workflow record's) decides whether it offers ``--rl_library``; none supports skrl JAX.
     """

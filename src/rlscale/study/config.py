@@ -15,9 +15,9 @@ from pathlib import Path
 import yaml
 
 from rlscale.launch.gpus import GpuCounter, nvidia_hardware_present, nvml_device_count, visible_gpu_count
+from rlscale.launch.lease import LeaseError, check_lease_environment
 from rlscale.launch.ranks import GpuEvidence, NodeSplit
 from rlscale.rl.agent_overrides import check_against_generic
-from rlscale.study.lease import LeaseError, check_lease_environment
 from rlscale.tasks import UnknownTaskError, resolve_task_id
 
 DEVICES = ("auto", "cuda", "cpu")

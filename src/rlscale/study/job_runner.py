@@ -6,7 +6,7 @@ per node). Both refuse to run when Snakemake granted a different GPU count than 
 silently shrinks ``resources.gpu`` to the ``--resources gpu=M`` limit, and a scaling study that quietly ran on fewer
 GPUs would report wrong numbers.
 
-A single-node job also holds the host (:func:`rlscale.study.lease.acquire_host`): shared, except the jobs that measure
+A single-node job also holds the host (:func:`rlscale.launch.lease.acquire_host`): shared, except the jobs that measure
 speed (:data:`EXCLUSIVE_HOST_RULES`), which hold it alone, so that a throughput is never measured beside another job.
 """
 
@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
 from rlscale.dist import RUN_TIMESTAMP_ENV
+from rlscale.launch.lease import LeaseError, acquire, acquire_host
 from rlscale.launch.ranks import NodeSplit
 from rlscale.launch.supervise import FORCED_SHUTDOWN_S, GRACEFUL_SHUTDOWN_S, STRAGGLER_GRACE_S, run_supervised
-from rlscale.study.lease import LeaseError, acquire, acquire_host
 
 GRANT_EXIT_CODE = 3
 """Exit code of a job whose granted GPUs differ from what its world size needs (argparse errors use 2)."""

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from rlscale.benchmark.stats import CONFIDENCE
-from rlscale.benchmark.workflows import PHASES as STARTUP_PHASES
+from rlscale.benchmark.workflow import PHASES as STARTUP_PHASES
 from rlscale.study.aggregate import (
     bundle_record,
     learning_curves,

@@ -5,7 +5,7 @@ agent config and no logging, under ``python`` or ``torchrun`` as the library exp
 rlscale's own :func:`rlscale.tasks.graph.build_task` and rlscale's CUDA-graph setting, so that both sides step the
 same env step and the ratio measures rlscale's own overhead; :mod:`.peer_clock` times them as rlscale's
 ``TrackedTask`` times rlscale. ``rlscale benchmark training --peer`` runs one before its own measurement
-(:mod:`rlscale.benchmark.comparison`). File names differ from the libraries' packages because a script's folder heads
+(:mod:`rlscale.benchmark.peer_ratio`). File names differ from the libraries' packages because a script's folder heads
 ``sys.path``.
 """
 

@@ -1,5 +1,5 @@
-"""``rlscale benchmark compare``'s plan and tables: the order its runs take, and the medians and paired ratios with
-their distribution-free intervals (:func:`rlscale.benchmark.stats.median_interval`), rebuilt from ``plan.json`` and
+"""``rlscale benchmark compare``'s tables: each run's row, and the medians and paired ratios with their
+distribution-free intervals (:func:`rlscale.benchmark.stats.median_interval`), rebuilt from ``plan.json`` and
 the bundles alone, so that ``--summarise_only`` can tabulate a directory copied back from a GPU machine.
 
 A ratio is taken within a repeat (variant ÷ baseline of the same repeat), then summarised over repeats. Pure
@@ -15,52 +15,24 @@ from pathlib import Path
 
 import pandas as pd
 
-from rlscale.benchmark.stats import CONFIDENCE, median_interval, sign_test_p, values_needed
-from rlscale.paths import write_atomic
+from rlscale.benchmark.compare.plan import (
+    PLAN_FILE,
+    RECOMMENDED_REPEATS,
+    bundle_path,
+    log_path,
+    planned_runs,
+    run_key,
+    write_json,
+)
+from rlscale.benchmark.stats import CONFIDENCE, median_interval, sign_test_p
+from rlscale.benchmark.workflow import REQUIRED_PHASES
 
-PLAN_FILE = "plan.json"
 CSV_FILE = "comparison.csv"
 MARKDOWN_FILE = "comparison.md"
 JSON_FILE = "comparison.json"
-RECOMMENDED_REPEATS = values_needed(CONFIDENCE)
-"""6: the fewest pairs with a 95 % interval for their median ratio (their range, 96.9 %). Fewer draw a warning and
-no verdict."""
 COMPLETED = "completed"
 MEMORY_FIELDS = ("gpu_mem_gb", "gpu_process_mem_gb", "torch_peak_allocated_gb")
 """``resources`` fields copied to the CSV where a bundle has them."""
-STARTUP_PHASES = ("python_imports", "task_config", "env_creation", "first_step", "first_iteration")
-
-
-def run_order(names: Sequence[str], repeat: int) -> list[str]:
-    """The variants' order in ``repeat``: rotated by one per repeat (A B C, B C A, C A B, ...)."""
-    shift = repeat % len(names)
-    return [*names[shift:], *names[:shift]]
-
-
-def planned_runs(names: Sequence[str], repeats: int, base_seed: int) -> list[dict]:
-    """Every run of the comparison in the order it runs: variant, repeat, position within the repeat, seed."""
-    return [
-        {"variant": name, "repeat": repeat, "position": position, "seed": base_seed + repeat}
-        for repeat in range(repeats)
-        for position, name in enumerate(run_order(names, repeat))
-    ]
-
-
-def run_key(variant: str, repeat: int) -> str:
-    return f"{variant}/repeat{repeat}"
-
-
-def write_json(path: Path, data: dict) -> None:
-    """Write as indented JSON, whole or not at all (:func:`rlscale.paths.write_atomic`)."""
-    write_atomic(path, json.dumps(data, indent=2) + "\n")
-
-
-def bundle_path(directory: Path, variant: str, repeat: int) -> Path:
-    return directory / variant / f"repeat{repeat}.json"
-
-
-def log_path(directory: Path, variant: str, repeat: int) -> Path:
-    return directory / variant / f"repeat{repeat}.log"
 
 
 def run_status(outcome: dict | None, bundle: dict | None) -> str:
@@ -103,7 +75,7 @@ def run_row(directory: Path, plan: dict, run: dict) -> dict:
         # A rank-0 scope (runtime) figure is already one rank's own.
         "per_rank_throughput": None if throughput is None else throughput / (world_size if global_scope else 1),
         "total_wall_time_s": runtime.get("total_wall_time_s"),
-        **{f"startup_{phase}_s": startup.get(phase) for phase in STARTUP_PHASES},
+        **{f"startup_{phase}_s": startup.get(phase) for phase in REQUIRED_PHASES},
         **{field_name: resources.get(field_name) for field_name in MEMORY_FIELDS},
         "bundle": str(path.relative_to(directory)) if bundle is not None else None,
         "log": str(log_path(directory, run["variant"], run["repeat"]).relative_to(directory)),
