@@ -21,11 +21,11 @@ from typing import Any
 from rlscale.argparsing import OneLineParser
 from rlscale.benchmark.resources import node_gpu_devices
 from rlscale.launch.gpus import GIB
-from rlscale.rl import ADAPTERS
+from rlscale.rl import LIBRARIES, fill_schema_enum, ml_frameworks
 
 SCHEMA_VERSION = "1.0"
 PACKAGE_KEYS = {"rlscale": "rlscale", "torch": "torch"}
-PACKAGE_KEYS |= {name: library.distribution for name, library in ADAPTERS.items()} | {"jax": "jax", "numpy": "numpy"}
+PACKAGE_KEYS |= {name: library.distribution for name, library in LIBRARIES.items()} | {"jax": "jax", "numpy": "numpy"}
 """Bundle key → distribution name."""
 
 
@@ -35,8 +35,19 @@ class InvalidBundle(ValueError):
 
 @cache
 def schema() -> dict:
-    """The bundle's JSON Schema (draft 2020-12), shipped inside the package."""
-    return json.loads(resources.files("rlscale.benchmark").joinpath("bundle.schema.json").read_text())
+    """The bundle's JSON Schema (draft 2020-12), shipped inside the package, with the libraries' names, ML frameworks
+    and versions filled in from :data:`rlscale.rl.LIBRARIES` (:func:`~rlscale.rl.fill_schema_enum` checks where)."""
+    loaded = json.loads(resources.files("rlscale.benchmark").joinpath("bundle.schema.json").read_text())
+    names = list(LIBRARIES)
+    fill_schema_enum(loaded, "properties.run.properties.framework", [*names, None])
+    fill_schema_enum(loaded, "properties.run.properties.ml_framework", list(ml_frameworks()))
+    fill_schema_enum(loaded, "properties.runtime.properties.peer.oneOf.1.properties.library", names)
+    versions = loaded["properties"]["versions"]
+    if set(names) & {*versions["required"], *versions["properties"]}:
+        raise ValueError("bundle.schema.json lists a library's version itself; rlscale.rl.LIBRARIES is its one home")
+    versions["required"] += names
+    versions["properties"] |= dict.fromkeys(names, {"type": ["string", "null"]})
+    return loaded
 
 
 def validation_errors(bundle: Any) -> list[str]:
