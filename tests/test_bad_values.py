@@ -22,9 +22,8 @@ import yaml
 from test_bad_inputs import case, run_case, tree
 
 from rlscale.faults import Fault
-from rlscale.rl import ADAPTERS
+from rlscale.rl import LIBRARIES
 from rlscale.rl.agent_overrides import AGENT_RULES, checked_value
-from rlscale.rl.checkpoint_fit import NETWORK_KEYS, POLICY_KEYS
 from rlscale.run.train import main as train_main
 
 TRAIN = "train --task Isaac-Cartpole --device cpu"
@@ -204,7 +203,7 @@ def agent_configs() -> list[tuple[str, Path]]:
     source = Path(__file__).resolve().parents[1] / "src" / "rlscale"
     found = [(path.stem.removesuffix("_ppo"), path) for path in (source / "rl" / "default_agents").glob("*.yaml")]
     for path in (source / "tasks").glob("*/agents/*.yaml"):
-        found.append((next(name for name in ("rsl_rl", "rl_games", "skrl") if name in path.name), path))
+        found.append((next(name for name in LIBRARIES if name in path.name), path))
     return found
 
 
@@ -212,9 +211,9 @@ def agent_configs() -> list[tuple[str, Path]]:
 def test_agent_rules_accept_the_shipped_configs(library, path):
     """Each rule names a key of every shipped config of its library, whose own value keeps the rule, and so does
     each network entry a checkpoint is compared on: the tables cannot drift from the configs."""
-    assert set(AGENT_RULES) == set(POLICY_KEYS) == set(NETWORK_KEYS) == set(ADAPTERS)
+    assert set(AGENT_RULES) == set(LIBRARIES)
     cfg = yaml.safe_load(path.read_text())
-    for key in NETWORK_KEYS[library]:
+    for key in LIBRARIES[library].network_keys:
         assert key.split(".")[-1] in functools.reduce(lambda node, part: node[part], key.split(".")[:-1], cfg)
     for key in AGENT_RULES[library]:
         node = cfg

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from rlscale.dist import node_placement
 from rlscale.paths import write_atomic
-from rlscale.rl import ADAPTERS
+from rlscale.rl import LIBRARIES
 
-PACKAGES = ("rlscale", "torch", *(library.distribution for library in ADAPTERS.values()), "jax", "jaxlib", "numpy")
+PACKAGES = ("rlscale", "torch", *(library.distribution for library in LIBRARIES.values()), "jax", "jaxlib", "numpy")
 """Distributions whose installed versions a manifest records."""
 
 

@@ -23,11 +23,11 @@ from rlscale.benchmark.resources import node_gpu_devices
 from rlscale.benchmark.workflows import WORKFLOWS
 from rlscale.launch.gpus import GIB
 from rlscale.paths import write_atomic
-from rlscale.rl import ADAPTERS
+from rlscale.rl import LIBRARIES, fill_schema_enum, ml_frameworks
 
 SCHEMA_VERSION = "1.0"
 PACKAGE_KEYS = {"rlscale": "rlscale", "torch": "torch"}
-PACKAGE_KEYS |= {name: library.distribution for name, library in ADAPTERS.items()} | {"jax": "jax", "numpy": "numpy"}
+PACKAGE_KEYS |= {name: library.distribution for name, library in LIBRARIES.items()} | {"jax": "jax", "numpy": "numpy"}
 """Bundle key → distribution name."""
 
 
@@ -38,9 +38,20 @@ class InvalidBundle(ValueError):
 @cache
 def schema() -> dict:
     """The bundle's JSON Schema (draft 2020-12), shipped inside the package, with ``run.workflow``'s names taken from
-    :data:`~rlscale.benchmark.workflows.WORKFLOWS` (a new workflow's bundles validate without editing the schema)."""
+    :data:`~rlscale.benchmark.workflows.WORKFLOWS` (a new workflow's bundles validate without editing the schema),
+    and the libraries' names, ML frameworks and versions from :data:`rlscale.rl.LIBRARIES`
+    (:func:`~rlscale.rl.fill_schema_enum` checks where)."""
     loaded = json.loads(resources.files("rlscale.benchmark").joinpath("bundle.schema.json").read_text())
     loaded["properties"]["run"]["properties"]["workflow"]["enum"] = list(WORKFLOWS)
+    names = list(LIBRARIES)
+    fill_schema_enum(loaded, "properties.run.properties.framework", [*names, None])
+    fill_schema_enum(loaded, "properties.run.properties.ml_framework", list(ml_frameworks()))
+    fill_schema_enum(loaded, "properties.runtime.properties.peer.oneOf.1.properties.library", names)
+    versions = loaded["properties"]["versions"]
+    if set(names) & {*versions["required"], *versions["properties"]}:
+        raise ValueError("bundle.schema.json lists a library's version itself; rlscale.rl.LIBRARIES is its one home")
+    versions["required"] += names
+    versions["properties"] |= dict.fromkeys(names, {"type": ["string", "null"]})
     return loaded
 
 

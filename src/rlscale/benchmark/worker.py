@@ -16,7 +16,7 @@ from typing import Protocol
 from rlscale.benchmark.arguments import parse_in_process, resolve_in_process
 from rlscale.benchmark.workflow import Workflow
 from rlscale.benchmark.workflows import WORKFLOWS
-from rlscale.rl import ADAPTERS, load_adapter
+from rlscale.rl import LIBRARIES, load_adapter
 from rlscale.run.spec import RunSpec, spec_from_environment
 
 
@@ -45,7 +45,7 @@ def time_python_imports(workflow: Workflow, settings: RunSettings) -> float:
     with contextlib.suppress(UnknownTaskError, ValueError):  # the parser refuses them later, in one line
         isolate_gpu_if_task_asks(settings.task, settings.device, settings.ml_framework)
         _ = get_spec(settings.task).task_class  # the registry imports a task's module only when asked for its class
-    if workflow.uses_library and settings.rl_library in ADAPTERS:  # an unknown name is refused later, by the parser
+    if workflow.uses_library and settings.rl_library in LIBRARIES:  # an unknown name is refused later, by the parser
         load_adapter(settings.rl_library)
     return time.perf_counter() - started
 

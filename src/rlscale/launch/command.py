@@ -19,7 +19,7 @@ from rlscale.argparsing import OneLineParser
 from rlscale.launch.gpus import GpuCounter, nvidia_hardware_present, nvml_device_count
 from rlscale.launch.placement import CPU_BINDINGS
 from rlscale.launch.ranks import GpuEvidence, resolve_ranks
-from rlscale.rl import ADAPTERS
+from rlscale.rl import LIBRARIES
 
 TORCHRUN_ARGS = (
     *("nnodes", "node_rank", "master_addr", "master_port", "rdzv_backend", "rdzv_endpoint", "rdzv_id"),
@@ -75,7 +75,7 @@ TRAIN_MULTIGPU = LauncherCfg(
     prog="rlscale train_multigpu",
     description="Train one policy on several GPUs (one torchrun rank per GPU) or several CPU processes.",
     worker_script=WORKER_SCRIPT,
-    rl_libraries=tuple(ADAPTERS),
+    rl_libraries=tuple(LIBRARIES),
 )
 """The ``rlscale train_multigpu`` (alias ``train-multigpu``) launcher."""
 
@@ -104,7 +104,7 @@ def benchmark_launcher_cfg(workflow: str, worker_script: str = WORKER_SCRIPT, *,
         description=f"Run the {base} benchmark with one rank per GPU.",
         worker_script=worker_script,
         worker_prefix_args=("--workflow", base),
-        rl_libraries=tuple(ADAPTERS) if uses_library else (),
+        rl_libraries=tuple(LIBRARIES) if uses_library else (),
         supports_jax=False,
     )
 

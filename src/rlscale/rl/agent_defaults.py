@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from importlib import resources
 
 import yaml
 
-from rlscale.rl import ADAPTERS
+from rlscale.rl import LIBRARIES, default_agent_path, set_config_entry
 from rlscale.tasks import get_spec, load_agent_cfg, make_task
 
 MIN_UNITS, MAX_UNITS = 64, 256
@@ -27,14 +26,14 @@ def agent_cfg(task_id: str, rl_library: str) -> dict:
         ValueError: for an unknown library, or a task whose agent configs name one (one line naming where the task
             comes from).
     """
-    if rl_library not in ADAPTERS:
-        raise ValueError(f"unknown RL library {rl_library!r}; one of {', '.join(ADAPTERS)}")
+    if rl_library not in LIBRARIES:
+        raise ValueError(f"unknown RL library {rl_library!r}; one of {', '.join(LIBRARIES)}")
     spec = get_spec(task_id)
-    unknown = sorted(set(spec.agent_cfg_files) - set(ADAPTERS))
+    unknown = sorted(set(spec.agent_cfg_files) - set(LIBRARIES))
     if unknown:
         raise ValueError(
             f"task {spec.task_id!r} ({spec.source}): agent configs for unknown libraries {unknown}; "
-            f"libraries: {', '.join(ADAPTERS)}"
+            f"libraries: {', '.join(LIBRARIES)}"
         )
     if rl_library in spec.agent_cfg_files:
         return load_agent_cfg(task_id, rl_library)
@@ -46,24 +45,20 @@ def agent_cfg(task_id: str, rl_library: str) -> dict:
 
 
 def default_agent_cfg(rl_library: str, task_id: str, observation_dims: Mapping[str, int], num_actions: int) -> dict:
-    """rlscale's generic PPO config of one library, sized for a task with these dimensions.
+    """rlscale's generic PPO config of one library, sized for a task with these dimensions, where its
+    :class:`~rlscale.rl.AgentLayout` says.
 
     The critic reads the ``critic`` observation group when the task has one, else ``policy``.
     """
-    cfg = yaml.safe_load(resources.files(__package__).joinpath("default_agents", f"{rl_library}_ppo.yaml").read_text())
+    layout = LIBRARIES[rl_library].agent_layout
+    cfg = yaml.safe_load(default_agent_path(rl_library).read_text())
     units = hidden_units(observation_dims["policy"], num_actions)
-    name = re.sub(r"\W+", "_", task_id).strip("_").lower()
-    if rl_library == "rsl_rl":
+    set_config_entry(cfg, layout.run_name, re.sub(r"\W+", "_", task_id).strip("_").lower())
+    if layout.observation_groups is not None:
         critic_group = "critic" if "critic" in observation_dims else "policy"
-        cfg.update(experiment_name=name, obs_groups={"actor": ["policy"], "critic": [critic_group]})
-        cfg["actor"]["hidden_dims"] = cfg["critic"]["hidden_dims"] = units
-    elif rl_library == "rl_games":
-        cfg["params"]["network"]["mlp"]["units"] = units
-        cfg["params"]["config"]["name"] = name
-    else:
-        for model in ("policy", "value"):
-            cfg["models"][model]["network"][0]["layers"] = units
-        cfg["agent"]["experiment"]["directory"] = name
+        set_config_entry(cfg, layout.observation_groups, {"actor": ["policy"], "critic": [critic_group]})
+    for key in layout.hidden_units:
+        set_config_entry(cfg, key, units)
     return cfg
 
 

@@ -9,12 +9,12 @@ anything). :data:`AGENT_RULES` is the one table of ranges, and of the entries wh
 from __future__ import annotations
 
 import typing
-from importlib import resources
 from typing import Annotated, Any, Literal
 
 import yaml
 from annotated_types import Ge, Gt, Interval
 
+from rlscale.rl import default_agent_path
 from rlscale.tasks.overrides import bound_violation, parse_value
 
 POSITIVE, NON_NEGATIVE, AT_LEAST_ONE = Gt(0), Ge(0), Ge(1)
@@ -116,7 +116,7 @@ def check_against_generic(override: str, rl_library: str) -> None:
         ValueError: for a value of the wrong type or out of the library's range.
     """
     key, _, text = override.partition("=")
-    node = yaml.safe_load(resources.files(__package__).joinpath("default_agents", f"{rl_library}_ppo.yaml").read_text())
+    node = yaml.safe_load(default_agent_path(rl_library).read_text())
     for part in key.split("."):
         if not isinstance(node, dict) or part not in node:
             return

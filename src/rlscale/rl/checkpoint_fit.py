@@ -1,10 +1,10 @@
 """Whether a checkpoint given to ``--resume`` fits the run, checked before launch: its library, its task and the
 observation size its policy reads.
 
-The library shows in the checkpoint's top-level keys; the task in the manifest of the run that wrote it (beside the
-checkpoint, or one folder up where the library keeps checkpoints in a subfolder). A checkpoint copied away from its
-run has no manifest: then the observation size of its policy's first weight matrix is compared with the task's,
-which takes building the task once (on the CPU, one env).
+The library shows in the checkpoint's top-level keys (``Library.checkpoint_policy_key``); the task in the manifest of
+the run that wrote it (beside the checkpoint, or one folder up where the library keeps checkpoints in a subfolder).
+A checkpoint copied away from its run has no manifest: then the observation size of its policy's first weight matrix
+is compared with the task's, which takes building the task once (on the CPU, one env).
 """
 
 from __future__ import annotations
@@ -13,18 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rlscale.rl import LIBRARIES
 from rlscale.tasks import make_task
-
-POLICY_KEYS = {"rsl_rl": "actor_state_dict", "rl_games": "model", "skrl": "policy"}
-"""Library → the top-level key of its checkpoints holding the policy weights (rsl-rl-lib 5, rl-games 1.6, skrl 2)."""
-
-
-NETWORK_KEYS = {
-    "rsl_rl": ("actor.hidden_dims", "critic.hidden_dims"),
-    "rl_games": ("params.network.mlp.units",),
-    "skrl": ("models.policy.network", "models.value.network"),
-}
-"""Library → the agent config entries that set its networks' layers: a checkpoint loads only into the same ones."""
 
 
 class CheckpointMismatch(ValueError):
@@ -51,7 +41,7 @@ def check_checkpoint_fits(path: Path, state: Any, task_id: str, rl_library: str,
             f"written by a run of {args.get('task')} with {args.get('rl_library')} (its manifest.json), but {run}; "
             "pass a checkpoint of this task and library"
         )
-    for key in NETWORK_KEYS[rl_library] if manifest else ():
+    for key in LIBRARIES[rl_library].network_keys if manifest else ():
         written, wanted = _entry(manifest.get("agent_cfg"), key), _entry(agent_cfg, key)
         if written is not None and wanted is not None and written != wanted:
             raise CheckpointMismatch(
@@ -76,7 +66,7 @@ def check_checkpoint_fits(path: Path, state: Any, task_id: str, rl_library: str,
 def _library_of(state: Any) -> str | None:
     if not isinstance(state, dict):
         return None
-    return next((library for library, key in POLICY_KEYS.items() if key in state), None)
+    return next((name for name, library in LIBRARIES.items() if library.checkpoint_policy_key in state), None)
 
 
 def _entry(cfg: Any, key: str) -> Any:
@@ -101,7 +91,7 @@ def _run_manifest(path: Path) -> dict | None:
 
 def _policy_inputs(state: Any, rl_library: str) -> int | None:
     """Columns of the first weight matrix of the policy: the observations it reads (None when not a torch state)."""
-    policy = state.get(POLICY_KEYS[rl_library]) if isinstance(state, dict) else None
+    policy = state.get(LIBRARIES[rl_library].checkpoint_policy_key) if isinstance(state, dict) else None
     if not isinstance(policy, dict):
         return None
     for name, value in policy.items():

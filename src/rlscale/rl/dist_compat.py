@@ -1,19 +1,20 @@
 """CPU/gloo shims for libraries whose distributed code assumes NCCL and CUDA, and the job's collective timeout.
 
-rsl_rl, rl_games and skrl each hard-code ``init_process_group("nccl")`` and ``torch.cuda.set_device``, so none of them
-can run multi-process on CPU as shipped. Everything here but :func:`use_collective_timeout` acts only when the ranks
-run on the CPU; on CUDA the libraries' own NCCL path runs untouched apart from that timeout.
+The libraries hard-code ``init_process_group("nccl")`` and ``torch.cuda.set_device``, so none of them can run
+multi-process on CPU as shipped; :func:`use_gloo_for_cpu_ranks` covers every library that creates its process group
+through ``torch.distributed``. The rest are one library's own quirk, named after it and used by its adapter and its peer
+script. Everything here but :func:`use_collective_timeout` acts only when the ranks run on the CPU; on CUDA the
+libraries' own NCCL path runs untouched apart from that timeout.
 """
 
 from __future__ import annotations
 
 import datetime
-import os
 
 import torch
 import torch.distributed as dist
 
-from rlscale.dist import process_group_backend
+from rlscale.dist import RankInfo, process_group_backend
 
 _installed = False
 _timeout_installed = False
@@ -71,20 +72,21 @@ class CpuPinnedConfig(dict):
         super().__setitem__(key, value)
 
 
-def configure_rsl_rl_runner(runner) -> None:
+def configure_rsl_rl_runner(runner, rank: RankInfo) -> None:
     """Replacement for ``OnPolicyRunner._configure_multi_gpu`` that picks gloo for CPU ranks.
 
     rsl_rl raises unless ``device == cuda:LOCAL_RANK`` and always uses NCCL; this keeps its bookkeeping
-    (``gpu_*`` attributes, ``cfg["multi_gpu"]``) identical and only chooses the backend by device.
+    (``gpu_*`` attributes, ``cfg["multi_gpu"]``) identical and only chooses the backend by device. rsl_rl reads the
+    rank variables itself; this takes the rank's place from the caller, who resolved it once.
     """
-    runner.gpu_world_size = int(os.getenv("WORLD_SIZE", "1"))
-    runner.is_distributed = runner.gpu_world_size > 1
+    runner.gpu_world_size = rank.world_size
+    runner.is_distributed = rank.distributed
     if not runner.is_distributed:
         runner.gpu_local_rank = runner.gpu_global_rank = 0
         runner.cfg["multi_gpu"] = None
         return
-    runner.gpu_local_rank = int(os.getenv("LOCAL_RANK", "0"))
-    runner.gpu_global_rank = int(os.getenv("RANK", "0"))
+    runner.gpu_local_rank = rank.local_rank
+    runner.gpu_global_rank = rank.rank
     runner.cfg["multi_gpu"] = {
         "global_rank": runner.gpu_global_rank,
         "local_rank": runner.gpu_local_rank,

@@ -15,6 +15,7 @@ from rsl_rl.env import VecEnv
 from rsl_rl.runners import OnPolicyRunner
 from tensordict import TensorDict
 
+from rlscale.dist import RankInfo
 from rlscale.paths import atomic_path
 from rlscale.rl.common import (
     TorchPolicyParameters,
@@ -92,9 +93,13 @@ class RslRlVecEnv(VecEnv):
 
 
 class _Runner(OnPolicyRunner):
+    def __init__(self, rank: RankInfo, *args, **kwargs) -> None:
+        self.rank_place = rank  # set first: OnPolicyRunner's __init__ calls _configure_multi_gpu
+        super().__init__(*args, **kwargs)
+
     def _configure_multi_gpu(self) -> None:
         if str(self.device).startswith("cpu"):
-            configure_rsl_rl_runner(self)
+            configure_rsl_rl_runner(self, self.rank_place)
         else:
             super()._configure_multi_gpu()
 
@@ -116,7 +121,7 @@ def build_runner(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> OnPolicyR
     # rsl_rl seeds nothing, so add the rank here as rl_games and skrl do themselves; rank 0's weights are broadcast.
     torch.manual_seed(ctx.seed + ctx.rank.rank)
     log_dir = str(ctx.log_dir) if ctx.rank.is_main else None
-    return _Runner(RslRlVecEnv(task), train_cfg, log_dir=log_dir, device=ctx.device)
+    return _Runner(ctx.rank, RslRlVecEnv(task), train_cfg, log_dir=log_dir, device=ctx.device)
 
 
 def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:

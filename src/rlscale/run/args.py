@@ -14,15 +14,9 @@ from rlscale.argparsing import OneLineParser
 from rlscale.dist import collective_timeout, rank_info
 from rlscale.paths import unwritable_reason
 from rlscale.resume import AUTO
-from rlscale.rl import ADAPTERS
+from rlscale.rl import LIBRARIES, ml_frameworks
 from rlscale.rl.rank_scaling import LR_SCALINGS
 
-RL_LIBRARIES = tuple(ADAPTERS)
-"""The libraries with an adapter, in ``ADAPTERS``' order (``--rl_library``'s choices)."""
-ML_FRAMEWORKS = tuple(dict.fromkeys(framework for library in ADAPTERS.values() for framework in library.ml_frameworks))
-"""Every ``--ml_framework`` some library trains with; :func:`check_options` checks the pair against ``ADAPTERS``."""
-AGENT_ENTRY_POINTS = {entry: name for name, library in ADAPTERS.items() for entry in library.agent_entry_points}
-"""Isaac Lab's ``--agent`` entry-point names → the library whose default agent config (the task's PPO) they name."""
 OPTION_OF_ENV_FIELD = {
     "num_envs": "num_envs",
     "scene.num_envs": "num_envs",
@@ -47,7 +41,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
         help="task id, case-sensitive (see `rlscale list_tasks`); Isaac Lab's ids of the tasks rlscale reproduces "
         "(Isaac-Cartpole-v0) are accepted too",
     )
-    parser.add_argument("--rl_library", default="rsl_rl", help=f"one of {', '.join(RL_LIBRARIES)} (default rsl_rl)")
+    parser.add_argument("--rl_library", default="rsl_rl", help=f"one of {', '.join(LIBRARIES)} (default rsl_rl)")
     parser.add_argument("--ml_framework", default="torch", help=_ml_framework_help())
     parser.add_argument("--num_envs", type=int, help="environments on this device (per rank when distributed)")
     parser.add_argument(
@@ -78,7 +72,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
         default=[],
         metavar="KEY=VALUE",
         help="override one agent config entry by its dotted path, e.g. algorithm.learning_rate=5e-4 (repeatable); "
-        f"Isaac Lab's entry-point names ({', '.join(AGENT_ENTRY_POINTS)}) name the library's default config",
+        f"Isaac Lab's entry-point names ({', '.join(agent_entry_points())}) name the library's default config",
     )
     parser.add_argument(
         "--lr_scaling",
@@ -146,11 +140,11 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace, lau
         launcher: Command named in the error for ``--distributed`` without a launcher.
         launched: The arguments are a launcher's, for ranks it is about to start (which need no rank variables yet).
     """
-    if args.rl_library not in RL_LIBRARIES:
-        parser.error(f"--rl_library {args.rl_library!r} is not one of {', '.join(RL_LIBRARIES)}")
-    if args.ml_framework not in ML_FRAMEWORKS:
-        parser.error(f"--ml_framework {args.ml_framework!r} is not one of {', '.join(ML_FRAMEWORKS)}")
-    if args.ml_framework not in ADAPTERS[args.rl_library].ml_frameworks:
+    if args.rl_library not in LIBRARIES:
+        parser.error(f"--rl_library {args.rl_library!r} is not one of {', '.join(LIBRARIES)}")
+    if args.ml_framework not in ml_frameworks():
+        parser.error(f"--ml_framework {args.ml_framework!r} is not one of {', '.join(ml_frameworks())}")
+    if args.ml_framework not in LIBRARIES[args.rl_library].ml_frameworks:
         parser.error(
             f"--ml_framework {args.ml_framework} needs --rl_library {_libraries_with(args.ml_framework)} "
             f"(got {args.rl_library})"
@@ -206,14 +200,19 @@ def split_overrides(
     return agent, env
 
 
+def agent_entry_points() -> dict[str, str]:
+    """Isaac Lab's ``--agent`` entry-point names → the library whose default agent config (the task's PPO) they name."""
+    return {entry: name for name, library in LIBRARIES.items() for entry in library.agent_entry_points}
+
+
 def _check_agent_entry_point(parser: argparse.ArgumentParser, name: str, rl_library: str) -> None:
-    library = AGENT_ENTRY_POINTS.get(name)
+    library = agent_entry_points().get(name)
     if library is None:
         parser.error(
-            f"--agent {name}: expected KEY=VALUE or an Isaac Lab agent entry point: {', '.join(AGENT_ENTRY_POINTS)}"
+            f"--agent {name}: expected KEY=VALUE or an Isaac Lab agent entry point: {', '.join(agent_entry_points())}"
         )
     if library != rl_library:
-        own = ADAPTERS[rl_library].agent_entry_points[0]
+        own = LIBRARIES[rl_library].agent_entry_points[0]
         parser.error(
             f"--agent {name} names {library}'s agent config, but --rl_library is {rl_library}; "
             f"pass --rl_library {library}, or --agent {own}"
@@ -221,15 +220,15 @@ def _check_agent_entry_point(parser: argparse.ArgumentParser, name: str, rl_libr
 
 
 def _ml_framework_help() -> str:
-    """``torch or jax; jax only with --rl_library skrl``, from ``ADAPTERS``."""
-    limited = [f for f in ML_FRAMEWORKS if not all(f in library.ml_frameworks for library in ADAPTERS.values())]
+    """``torch or jax; jax only with --rl_library skrl``, from ``LIBRARIES``."""
+    limited = [f for f in ml_frameworks() if not all(f in library.ml_frameworks for library in LIBRARIES.values())]
     only = [f"{framework} only with --rl_library {_libraries_with(framework)}" for framework in limited]
-    return "; ".join([" or ".join(ML_FRAMEWORKS), *only])
+    return "; ".join([" or ".join(ml_frameworks()), *only])
 
 
 def _libraries_with(ml_framework: str) -> str:
     """The libraries that train with ``ml_framework``, as the fix an error line names (``skrl`` for jax)."""
-    return " or ".join(name for name, library in ADAPTERS.items() if ml_framework in library.ml_frameworks)
+    return " or ".join(name for name, library in LIBRARIES.items() if ml_framework in library.ml_frameworks)
 
 
 def _resume_value(text: str) -> str | Path:

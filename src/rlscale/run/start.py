@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rlscale.dist import RUN_TIMESTAMP_ENV
 from rlscale.resume import AUTO, latest_run, newest_loadable
+from rlscale.rl import LIBRARIES
 from rlscale.run.spec import RunSpec
 
 
@@ -59,8 +60,7 @@ def auto_resume(
 
 
 def resolve_seed(spec: RunSpec) -> int:
-    """The base seed: ``--seed``, else the agent config's (rl_games keeps it under ``params``)."""
+    """The base seed: ``--seed``, else the agent config's, where its library's record says (``Library.seed_key``)."""
     if spec.seed is not None:
         return spec.seed
-    agent_cfg = spec.agent_cfg
-    return int(agent_cfg.get("seed", agent_cfg.get("params", {}).get("seed")))
+    return LIBRARIES[spec.rl_library].seed(spec.agent_cfg)

@@ -17,6 +17,7 @@ import yaml
 from rlscale.launch.gpus import GpuCounter, nvidia_hardware_present, nvml_device_count, visible_gpu_count
 from rlscale.launch.lease import LeaseError, check_lease_environment
 from rlscale.launch.ranks import GpuEvidence, NodeSplit
+from rlscale.rl import LIBRARIES, fill_schema_enum, ml_frameworks
 from rlscale.rl.agent_overrides import check_against_generic
 from rlscale.tasks import UnknownTaskError, resolve_task_id
 
@@ -174,6 +175,14 @@ def _schema_message(error) -> str:
     return f"{where or 'config'}: {error.message}; {fix}"
 
 
+def library_schema(schema: dict) -> None:
+    """Fill in the libraries' names and ML frameworks, which the schema file leaves to :data:`rlscale.rl.LIBRARIES`."""
+    names = list(LIBRARIES)
+    fill_schema_enum(schema, "properties.libraries.items.properties.name", names)
+    fill_schema_enum(schema, "properties.libraries.items.properties.ml_framework", list(ml_frameworks()))
+    fill_schema_enum(schema, "properties.agent_overrides.propertyNames", names)
+
+
 def validate_schema(config: dict, schema_path: str | Path) -> None:
     """Validate ``config`` against the JSON schema and fill in the schema's defaults in place, as Snakemake's
     ``snakemake.utils.validate(config, schema, set_default=True)`` does.
@@ -185,6 +194,7 @@ def validate_schema(config: dict, schema_path: str | Path) -> None:
     from jsonschema.exceptions import best_match
 
     schema = yaml.safe_load(Path(schema_path).read_text())
+    library_schema(schema)
     validate_properties = Draft202012Validator.VALIDATORS["properties"]
 
     def set_defaults(validator, properties, instance, schema):  # the jsonschema FAQ's recipe, as Snakemake uses it

@@ -13,17 +13,10 @@ import math
 from collections.abc import Callable, Mapping
 
 from rlscale.dist import global_env_steps
+from rlscale.rl import LIBRARIES
 from rlscale.rl.agent_defaults import agent_cfg as default_agent_cfg
 from rlscale.rl.rank_scaling import LR_SCALINGS
 from rlscale.study.config import envs_for
-
-ROLLOUT_KEYS = {
-    "rsl_rl": ("num_steps_per_env",),
-    "rl_games": ("params", "config", "horizon_length"),
-    "skrl": ("agent", "rollouts"),
-}
-"""Where each library's agent config keeps its rollout length (env steps per env per iteration). The adapters'
-``rollout_length`` read the same keys; they import their library, which a Snakefile must not (a test compares them)."""
 
 
 def variant_name(lr_scaling: str, normalizer_sync: bool) -> str:
@@ -78,11 +71,9 @@ def parity_libraries(study: Mapping, task: str, library_keys: list[str]) -> list
 
 
 def rollout_length(agent_cfg: Mapping, library: str) -> int:
-    """Env steps per env per iteration of a library's agent config."""
-    node = agent_cfg
-    for key in ROLLOUT_KEYS[library]:
-        node = node[key]
-    return int(node)
+    """Env steps per env per iteration of a library's agent config, read where its record says: the adapter's
+    ``rollout_length`` imports the library, which a Snakefile must not (a test compares the two)."""
+    return LIBRARIES[library].rollout_length(agent_cfg)
 
 
 def parity_iterations(max_env_steps: float, rollout: int, num_envs: int, world_size: int) -> int:

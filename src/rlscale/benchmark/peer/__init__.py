@@ -11,7 +11,7 @@ same env step and the ratio measures rlscale's own overhead; :mod:`.peer_clock` 
 
 from pathlib import Path
 
-from rlscale.rl import ADAPTERS
+from rlscale.rl import LIBRARIES
 
-PEER_SCRIPTS = {library: str(Path(__file__).resolve().with_name(f"peer_{library}.py")) for library in ADAPTERS}
+PEER_SCRIPTS = {library: str(Path(__file__).resolve().with_name(f"peer_{library}.py")) for library in LIBRARIES}
 """Library → path of its peer script (every library has one: ``peer_<library>.py``)."""

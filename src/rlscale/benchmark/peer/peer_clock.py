@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from rlscale.dist import global_env_steps, rank_cuda_index, rank_info
+from rlscale.dist import RankInfo, global_env_steps, rank_cuda_index, rank_info
 from rlscale.paths import write_atomic
 from rlscale.tasks.base import VecTask
 from rlscale.tasks.graph import build_task, env_step_of
@@ -27,10 +27,18 @@ class PeerRank:
     """The peer's arguments and this process's place in the torchrun job."""
 
     args: argparse.Namespace
-    rank: int
-    world_size: int
+    place: RankInfo
+    """Torchrun's rank variables, read once."""
     device: str
     """``cuda:<rank_cuda_index>`` or ``cpu``."""
+
+    @property
+    def rank(self) -> int:
+        return self.place.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.place.world_size
 
 
 def start_peer(library: str, iterations_default: str) -> PeerRank:
@@ -53,7 +61,7 @@ def start_peer(library: str, iterations_default: str) -> PeerRank:
     device = f"cuda:{rank_cuda_index(rank, torch.cuda.device_count())}" if args.device == "cuda" else "cpu"
     if device != "cpu":
         torch.cuda.set_device(device)  # before any CUDA work, so that no rank opens a context on GPU 0
-    return PeerRank(args, rank.rank, rank.world_size, device)
+    return PeerRank(args, rank, device)
 
 
 def build_peer_task(peer: PeerRank, seed: int) -> VecTask:

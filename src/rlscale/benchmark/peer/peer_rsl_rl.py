@@ -15,6 +15,7 @@ from rsl_rl.runners import OnPolicyRunner
 from tensordict import TensorDict
 
 from rlscale.benchmark.peer.peer_clock import RolloutClock, build_peer_task, finish_peer, start_peer
+from rlscale.dist import RankInfo
 from rlscale.rl.agent_defaults import agent_cfg as load_agent_cfg  # the run's config: the task's own or the defaults
 
 RUN_SETTINGS = ("seed", "max_iterations", "experiment_name")
@@ -50,10 +51,14 @@ class TaskVecEnv(VecEnv):
 class CpuRunner(OnPolicyRunner):
     """Only for CPU ranks: rsl_rl insists on NCCL and ``cuda:LOCAL_RANK``, so its process-group setup uses gloo."""
 
+    def __init__(self, rank: RankInfo, *args, **kwargs) -> None:
+        self.rank_place = rank  # set first: OnPolicyRunner's __init__ calls _configure_multi_gpu
+        super().__init__(*args, **kwargs)
+
     def _configure_multi_gpu(self) -> None:
         from rlscale.rl.dist_compat import configure_rsl_rl_runner
 
-        configure_rsl_rl_runner(self)
+        configure_rsl_rl_runner(self, self.rank_place)
 
 
 def main() -> None:
@@ -70,9 +75,11 @@ def main() -> None:
 
     clock = RolloutClock(train_cfg["num_steps_per_env"])
     clock.start()
-    runner = (CpuRunner if device == "cpu" else OnPolicyRunner)(
-        TaskVecEnv(task, clock), train_cfg, log_dir=None, device=device
-    )
+    env = TaskVecEnv(task, clock)
+    if device == "cpu":
+        runner = CpuRunner(peer.place, env, train_cfg, log_dir=None, device=device)
+    else:
+        runner = OnPolicyRunner(env, train_cfg, log_dir=None, device=device)
     runner.learn(iterations, init_at_random_ep_len=True)
     clock.stop()
     finish_peer(peer, clock, task, library="rsl_rl", seed=seed, iterations=iterations)
