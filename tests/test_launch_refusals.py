@@ -14,8 +14,8 @@ import pytest
 import torch
 from test_bad_inputs import Case, run_case, tree
 
+from rlscale.launch.launcher import failed_ranks
 from rlscale.launch.ports import port_taken
-from rlscale.launch.run import failed_ranks
 from rlscale.launch.torch_gpus import TorchGpus, gpu_rank_shortfall, probe_torch_gpus
 
 LAUNCH = "train_multigpu --task Isaac-Cartpole --max_iterations 1"

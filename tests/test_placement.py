@@ -13,6 +13,7 @@ from test_multigpu import TRAIN, manifests, run
 
 from rlscale import cli
 from rlscale.dist import PLACEMENT_ENV, CpuShare, NodePlacement
+from rlscale.launch.launcher import job_environment
 from rlscale.launch.placement import (
     bind_this_process,
     describe_placement,
@@ -22,7 +23,6 @@ from rlscale.launch.placement import (
     plan_node,
     read_core_of,
 )
-from rlscale.launch.run import job_environment
 
 H200_PAIR = [set(range(32))] * 2
 """The lent H200 box: both GPUs report the same 32 CPUs."""

@@ -12,11 +12,11 @@ import sys
 COMMANDS = {
     "train": ("rlscale.cli", "train", "train a policy on one device (or as one rank of a job)"),
     "train_multigpu": (
-        "rlscale.launch.run",
+        "rlscale.launch.launcher",
         "main_train_multigpu",
         "train with one process per GPU (or CPU process) under torchrun",
     ),
-    "nccl_probe": ("rlscale.launch.run", "main_nccl_probe", "all-reduce across the ranks, before a long job"),
+    "nccl_probe": ("rlscale.launch.launcher", "main_nccl_probe", "all-reduce across the ranks, before a long job"),
     "benchmark": ("rlscale.cli", "benchmark", "startup, runtime or training benchmark; writes one result bundle"),
     "bundle": ("rlscale.benchmark.bundle", "main", "validate benchmark result bundles against their schema"),
     "list_tasks": ("rlscale.cli", "list_tasks", "list the registered task ids and the package of each"),

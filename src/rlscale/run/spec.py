@@ -85,7 +85,6 @@ class RunSpec:
     headless: bool
     world_size: int | None
     """Ranks of the job (None: torchrun decides); each rank checks torchrun's ``WORLD_SIZE`` against it once."""
-    nodes: int | None
     options: dict[str, Any] = field(default_factory=dict)
     """The options of the command that embeds the run (a benchmark workflow's own), by name."""
 
@@ -106,7 +105,7 @@ class RunSpec:
     def manifest_args(self) -> dict[str, Any]:
         """The arguments as the manifest records them: every option, the workflow's, and the typed env overrides."""
         recorded = {item.name: getattr(self, item.name) for item in dataclasses.fields(self)}
-        for name in ("agent_cfg", "world_size", "nodes", "options"):
+        for name in ("agent_cfg", "world_size", "options"):
             del recorded[name]
         return recorded | self.options | {"env_overrides": self.typed_env_overrides()}
 
@@ -232,7 +231,6 @@ def _spec(
         sync_check_interval=args.sync_check_interval,
         headless=args.headless,
         world_size=job.world_size,
-        nodes=job.nodes,
         options={name: value for name, value in options.items() if name not in own},
     )
 
