@@ -32,11 +32,18 @@ ALIASES = {
 
 
 def bind_single_process(argv: list[str]) -> None:
-    """Put a process that no launcher started on its GPU's CPUs (a torchrun rank has its placement already)."""
+    """Put a process that no launcher started on its GPU's CPUs (a torchrun rank has its placement already); one whose
+    ``--device`` names no device is left as it is, for the run to refuse."""
+    from rlscale.device import Device
     from rlscale.launch.command import forwarded_value
     from rlscale.launch.placement import bind_this_process
 
-    bind_this_process(forwarded_value(argv, "--device"))
+    given = forwarded_value(argv, "--device")
+    try:
+        device = None if given is None else Device.parse(given)
+    except ValueError:
+        return
+    bind_this_process(device)
 
 
 def train(argv: list[str]) -> int:
@@ -97,9 +104,15 @@ def check_task(argv: list[str]) -> int:
             spec.check_available()
     except (UnknownTaskError, ImportError) as error:
         parser.error(str(error))
+    from rlscale.device import Device
+
+    try:
+        device = Device.parse(args.device)
+    except ValueError as error:
+        parser.error(f"--device {error}")
     import torch
 
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
+    if device.is_cuda and not torch.cuda.is_available():
         parser.error(f"--device {args.device}: no CUDA device is available")
     from rlscale.tasks.conformance import check_task as check
 

@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from rlscale.benchmark.comparison import NOT_MIRRORED
+from rlscale.device import requested_kind
 
 STARTUP_REFUSES = {
     "--max_iterations": "startup always times one iteration",
@@ -134,8 +135,8 @@ def _check_peer_args(parser: argparse.ArgumentParser, args: argparse.Namespace, 
             f"--peer cannot mirror {args.overrides[0]}: the peer trains the task and agent config as shipped; "
             "drop one of the two"
         )
-    kind, _, index = (args.device or "").partition(":")
-    if not multigpu and kind == "cuda" and index not in ("", "0"):
+    given = args.device or ""  # unchecked yet: resolving the spec refuses a device that is none
+    if not multigpu and requested_kind(given) == "cuda" and given not in ("cuda", "cuda:", "cuda:0"):
         parser.error(
             f"--peer runs its process on cuda:0, not {args.device}; choose the GPU with CUDA_VISIBLE_DEVICES instead"
         )

@@ -276,7 +276,8 @@ def _resolve_ranks(
     gpu_evidence: GpuEvidence = nvidia_hardware_present,
 ) -> tuple[int | str, list[str]]:
     """Return the ranks per node (:func:`rlscale.launch.ranks.resolve_ranks`) and the arguments forwarded to them,
-    with ``--device cpu`` added for CPU ranks when they give no ``--device``."""
+    with ``--device cpu`` added for CPU ranks when they give no ``--device``; ``args.ranks_on_cpu`` says whether the
+    ranks are CPU processes, for the rest of the launch (the ranks' ``--device`` is read here, once)."""
     device = forwarded_value(forwarded, "--device")
     try:
         nproc, on_cpu = resolve_ranks(
@@ -290,6 +291,7 @@ def _resolve_ranks(
         )
     except ValueError as exc:
         raise LaunchError(str(exc)) from None
+    args.ranks_on_cpu = on_cpu
     return nproc, [*forwarded, "--device", "cpu"] if on_cpu and device is None else list(forwarded)
 
 
