@@ -83,7 +83,7 @@ def test_the_launcher_resolves_its_ranks_spec_and_names_its_file(tmp_path, monke
 
 
 def test_a_dry_run_resolves_without_torch_and_an_elastic_job_has_no_fixed_world_size():
-    spec = resolve_spec(["--task", "Isaac-Cartpole"], torch_free=True, job=JobShape(None, None))
+    spec = resolve_spec(["--task", "Isaac-Cartpole"], torch_free=True, job=JobShape(None))
     assert (spec.agent_cfg, spec.device, spec.world_size, spec.distributed) == (None, None, None, True)
 
 
@@ -95,7 +95,7 @@ def test_the_spec_holds_a_device_and_the_resolved_env_count(spec):
 
 def test_a_torch_free_spec_keeps_a_device_it_cannot_parse_unchecked():
     """A dry run checks no device (the launcher still prints its command); the ranks would refuse it."""
-    spec = resolve_spec(["--task", "Isaac-Cartpole", "--device", "gpu"], torch_free=True, job=JobShape(None, None))
+    spec = resolve_spec(["--task", "Isaac-Cartpole", "--device", "gpu"], torch_free=True, job=JobShape(None))
     assert spec.device is None
 
 

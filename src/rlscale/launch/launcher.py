@@ -149,7 +149,7 @@ def job_shape(args: Namespace) -> JobShape:
     nnodes = args.nnodes or "1"
     nodes = int(nnodes) if nnodes.isdigit() else None
     per_node = args.nproc_per_node if isinstance(args.nproc_per_node, int) else None
-    return JobShape(nodes * per_node if nodes and per_node else None, nodes)
+    return JobShape(nodes * per_node if nodes and per_node else None)
 
 
 def plan_placement(args: Namespace, cfg: LauncherCfg, environ: Mapping[str, str]) -> NodePlacement | None:

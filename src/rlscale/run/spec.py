@@ -31,16 +31,14 @@ RUN_SPEC_ENV = "RLSCALE_RUN_SPEC"
 
 @dataclass(frozen=True)
 class JobShape:
-    """The ranks a spec is for: ``world_size`` ranks on ``nodes`` nodes (None: torchrun decides, elastic or counting
-    the GPUs itself)."""
+    """The ranks a spec is for: ``world_size`` of them (None: torchrun decides, elastic or counting the GPUs
+    itself)."""
 
     world_size: int | None
-    nodes: int | None
 
     @classmethod
     def of_this_process(cls) -> JobShape:
-        rank = rank_info()
-        return cls(rank.world_size, rank.num_nodes)
+        return cls(rank_info().world_size)
 
 
 @dataclass(frozen=True)
