@@ -602,6 +602,19 @@ class TestDryRun:
         assert out.count("\n") == 1  # the CPU binding goes to stderr, one line per local rank
         assert [line.split(": ")[1] for line in err.splitlines()] == ["local rank 0", "local rank 1"]
 
+    def test_the_launcher_reads_its_ranks_device_once(self, capsys, monkeypatch):
+        """One launch (placement and GPU check included) scans the forwarded arguments for --device once."""
+        scans = []
+        scan = command.forwarded_value
+        monkeypatch.setattr(
+            command, "forwarded_value", lambda forwarded, name: scans.append(name) or scan(forwarded, name)
+        )
+        monkeypatch.setattr("rlscale.launch.supervise.run_supervised", lambda argv, **kwargs: 0)
+        argv = ["--task", "X", "--device", "cuda:1", "--num_gpus", "2"]
+        run_launcher(argv, TRAIN_MULTIGPU, TWO_GPUS, torch_gpus=lambda: TORCH_WITH_TWO_GPUS)
+        capsys.readouterr()
+        assert scans.count("--device") == 1
+
     def test_launch_goes_to_supervisor(self, capsys, monkeypatch):
         """Without --dry_run the command is announced on stderr and its exit code returned."""
         calls = []

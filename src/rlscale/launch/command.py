@@ -275,9 +275,8 @@ def _resolve_ranks(
     nvml_count: GpuCounter = nvml_device_count,
     gpu_evidence: GpuEvidence = nvidia_hardware_present,
 ) -> tuple[int | str, list[str]]:
-    """Return the ranks per node (:func:`rlscale.launch.ranks.resolve_ranks`) and the arguments forwarded to them,
-    with ``--device cpu`` added for CPU ranks when they give no ``--device``; ``args.ranks_on_cpu`` says whether the
-    ranks are CPU processes, for the rest of the launch (the ranks' ``--device`` is read here, once)."""
+    """Return the ranks per node (:func:`rlscale.launch.ranks.resolve_ranks`) and their arguments, ``--device cpu``
+    added for CPU ranks that give none; sets ``args.ranks_on_cpu``, the launch's one reading of their ``--device``."""
     device = forwarded_value(forwarded, "--device")
     try:
         nproc, on_cpu = resolve_ranks(
