@@ -211,7 +211,8 @@ class TestOwnGpuPerRank:
 
         environ = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
         rank = RankInfo(rank=local_rank, local_rank=local_rank, world_size=2, local_world_size=2)
-        assert own_gpu_variables(environ, rank) == {"CUDA_VISIBLE_DEVICES": expected, "LOCAL_RANK": "0"}
+        variables = own_gpu_variables(environ, rank)
+        assert variables == {"CUDA_VISIBLE_DEVICES": expected, "LOCAL_RANK": "0", "RLSCALE_LOCAL_RANK": str(local_rank)}
 
     def test_a_rank_beyond_the_listed_gpus_is_refused(self):
         from rlscale.dist import RankInfo, own_gpu_variables
@@ -229,7 +230,7 @@ class TestOwnGpuPerRank:
         """
         argv = ["--task", task, "--device", "cuda", "--rl_library", "rl_games"]
         if entry == "train":
-            call = f"from rlscale.run.spec import resolve_spec; resolve_spec({argv + ['--distributed']!r})"
+            call = f"from rlscale.run.train import resolve_own_spec; resolve_own_spec({argv + ['--distributed']!r})"
         else:
             call = (
                 "from argparse import Namespace; from rlscale.benchmark import worker; "

@@ -17,7 +17,7 @@ import pytest
 from process_utils import processes_mentioning, wait_for_no_process
 
 from rlscale.dist import COLLECTIVE_TIMEOUT_ENV, collective_timeout
-from rlscale.launch.run import job_environment
+from rlscale.launch.launcher import job_environment
 
 TIMEOUT_S = 5
 TRAIN = ["train_multigpu", "--task", "Isaac-Cartpole", "--device", "cpu", "--num_envs", "64", "--num_gpus", "2"]

@@ -32,7 +32,7 @@ from test_launch_command import _no_nvidia_hardware, _nvml_unavailable
 
 from rlscale import cli
 from rlscale.benchmark import cli as benchmark_cli
-from rlscale.launch import run
+from rlscale.launch import launcher
 from rlscale.launch.command import WORKER_SCRIPT, parse_launcher_args
 from rlscale.tasks import resolve_task_id
 
@@ -51,7 +51,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 def no_nvml(monkeypatch):
     """NVML counts no GPU, as on this CPU-only host: only ``CUDA_VISIBLE_DEVICES`` gives a count, on any machine."""
     stubbed = functools.partial(parse_launcher_args, nvml_count=_nvml_unavailable, gpu_evidence=_no_nvidia_hardware)
-    monkeypatch.setattr(run, "parse_launcher_args", stubbed)  # the benchmarks' launcher's too
+    monkeypatch.setattr(launcher, "parse_launcher_args", stubbed)  # the benchmarks' launcher's too
     for name in ("CUDA_VISIBLE_DEVICES", "RLSCALE_INJECT_FAULT", "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "WORLD_SIZE"):
         monkeypatch.delenv(name, raising=False)
 

@@ -23,7 +23,7 @@ from rlscale.launch.command import (
     build_launch_command,
     parse_launcher_args,
 )
-from rlscale.launch.run import run_launcher
+from rlscale.launch.launcher import run_launcher
 from rlscale.launch.torch_gpus import TorchGpus
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -602,6 +602,19 @@ class TestDryRun:
         assert out.count("\n") == 1  # the CPU binding goes to stderr, one line per local rank
         assert [line.split(": ")[1] for line in err.splitlines()] == ["local rank 0", "local rank 1"]
 
+    def test_the_launcher_reads_its_ranks_device_once(self, capsys, monkeypatch):
+        """One launch (placement and GPU check included) scans the forwarded arguments for --device once."""
+        scans = []
+        scan = command.forwarded_value
+        monkeypatch.setattr(
+            command, "forwarded_value", lambda forwarded, name: scans.append(name) or scan(forwarded, name)
+        )
+        monkeypatch.setattr("rlscale.launch.supervise.run_supervised", lambda argv, **kwargs: 0)
+        argv = ["--task", "X", "--device", "cuda:1", "--num_gpus", "2"]
+        run_launcher(argv, TRAIN_MULTIGPU, TWO_GPUS, torch_gpus=lambda: TORCH_WITH_TWO_GPUS)
+        capsys.readouterr()
+        assert scans.count("--device") == 1
+
     def test_launch_goes_to_supervisor(self, capsys, monkeypatch):
         """Without --dry_run the command is announced on stderr and its exit code returned."""
         calls = []
@@ -618,14 +631,14 @@ class TestDryRun:
         lists every module the interpreter imported, so no heavy package comes in by any path)."""
         code = (
             "import sys\n"
-            "from rlscale.launch.run import main_train_multigpu\n"
+            "from rlscale.launch.launcher import main_train_multigpu\n"
             "sys.exit(main_train_multigpu(['--num_gpus', '2', '--task', 'Isaac-Cartpole', '--dry_run']))\n"
         )
         result = _run_python(code, TWO_GPUS, "-X", "importtime")
         assert result.returncode == 0, result.stderr
         assert shlex.split(result.stdout)[2] == "torch.distributed.run"
         imported = {line.rpartition("|")[2].strip() for line in result.stderr.splitlines() if "import time:" in line}
-        assert "rlscale.launch.run" in imported  # the import graph is there to check
+        assert "rlscale.launch.launcher" in imported  # the import graph is there to check
         heavy = {name for name in imported if name.split(".")[0] in ("torch", "pynvml", "numpy")}
         assert not heavy, sorted(heavy)
 
@@ -643,6 +656,6 @@ class TestDryRun:
 
     def test_user_error_in_subprocess(self):
         """A user error exits 2 with exactly one stderr line and nothing on stdout."""
-        code = "from rlscale.launch.run import main_train_multigpu; main_train_multigpu(['--num_gpus', '0'])"
+        code = "from rlscale.launch.launcher import main_train_multigpu; main_train_multigpu(['--num_gpus', '0'])"
         result = _run_python(code, TWO_GPUS)
         assert (result.returncode, result.stdout, result.stderr.count("\n")) == (2, "", 1)

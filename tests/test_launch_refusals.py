@@ -14,8 +14,9 @@ import pytest
 import torch
 from test_bad_inputs import Case, run_case, tree
 
+from rlscale.device import Device
+from rlscale.launch.launcher import failed_ranks
 from rlscale.launch.ports import port_taken
-from rlscale.launch.run import failed_ranks
 from rlscale.launch.torch_gpus import TorchGpus, gpu_rank_shortfall, probe_torch_gpus
 
 LAUNCH = "train_multigpu --task Isaac-Cartpole --max_iterations 1"
@@ -71,7 +72,7 @@ class TestGpuRanksNeverRunOnCpu:
         """The control: two GPUs that torch sees pass the check, and only then are ranks placed on CPUs."""
         monkeypatch.chdir(tmp_path)
         torch_offers(monkeypatch, "12.8", 2)
-        monkeypatch.setattr("rlscale.run.spec.resolve_device", lambda parser, requested: "cuda:0")
+        monkeypatch.setattr("rlscale.run.spec.resolve_device", lambda parser, requested: Device("cuda", 0))
         case = Case("ok", f"{LAUNCH} --num_gpus 2", ("",), env={"CUDA_VISIBLE_DEVICES": "0,1"})
         with pytest.raises(AssertionError, match="a job was about to start"):
             run_case(case, tmp_path, monkeypatch, capsys)

@@ -169,7 +169,7 @@ def test_dry_run_checks_the_form_without_torch():
     """The launcher's dry run refuses malformed overrides by name and forwards good ones verbatim, torch-free."""
     code = (
         "import contextlib, io, json, sys\n"
-        "from rlscale.launch.run import main_train_multigpu\n"
+        "from rlscale.launch.launcher import main_train_multigpu\n"
         "results = []\n"
         "for extra in json.loads(sys.argv[1]):\n"
         "    out, err = io.StringIO(), io.StringIO()\n"

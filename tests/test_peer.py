@@ -213,7 +213,8 @@ class TestSameEnvStep:
         spec = resolve_spec(["--task", TASK, "--device", "cpu", "--log_root", str(tmp_path), *flags])
         with pytest.raises(TaskBuilt):
             execute(spec)
-        assert task_builds == [(TASK, not no_cuda_graph, {"device": "cpu", "seed": 42})]
+        default_envs = get_spec(TASK).cfg_class().num_envs  # resolved in the spec
+        assert task_builds == [(TASK, not no_cuda_graph, {"device": "cpu", "seed": 42, "num_envs": default_envs})]
 
     @pytest.mark.parametrize("no_cuda_graph", [False, True])
     @pytest.mark.parametrize("library", list(PEER_SCRIPTS))

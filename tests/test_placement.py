@@ -12,7 +12,9 @@ import pytest
 from test_multigpu import TRAIN, manifests, run
 
 from rlscale import cli
+from rlscale.device import CPU, CUDA, Device
 from rlscale.dist import PLACEMENT_ENV, CpuShare, NodePlacement
+from rlscale.launch.launcher import job_environment
 from rlscale.launch.placement import (
     bind_this_process,
     describe_placement,
@@ -22,7 +24,6 @@ from rlscale.launch.placement import (
     plan_node,
     read_core_of,
 )
-from rlscale.launch.run import job_environment
 
 H200_PAIR = [set(range(32))] * 2
 """The lent H200 box: both GPUs report the same 32 CPUs."""
@@ -121,14 +122,15 @@ class TestPlanNode:
 class TestBindThisProcess:
     def test_a_cuda_process_gets_its_gpus_cpus(self):
         environ, read = {"CUDA_VISIBLE_DEVICES": "4,6"}, []
-        bind_this_process("cuda:1", environ, lambda gpus: read.append(gpus) or [set(range(available_cpu_count()))])
+        every_cpu = [set(range(available_cpu_count()))]
+        bind_this_process(Device("cuda", 1), environ, lambda gpus: read.append(gpus) or every_cpu)
         assert read == [["6"]]
         placement = NodePlacement.from_json(environ[PLACEMENT_ENV])
         assert (placement.gpu_affinity, len(placement.shares)) == ("nvml", 1)
 
     @pytest.mark.parametrize(
         ("device", "environ"),
-        [("cpu", {}), ("cuda", {PLACEMENT_ENV: "kept"}), ("cuda:3", {"CUDA_VISIBLE_DEVICES": "0"})],
+        [(CPU, {}), (CUDA, {PLACEMENT_ENV: "kept"}), (Device("cuda", 3), {"CUDA_VISIBLE_DEVICES": "0"})],
         ids=["cpu", "launched", "unseen-gpu"],
     )
     def test_left_alone(self, device, environ):
@@ -198,9 +200,10 @@ class TestLauncher:
 
 APPLY = """
 import json, os, sys
+from rlscale.device import CPU
 from rlscale.run.rank import place_rank
 from rlscale.manifest import placement_record
-place_rank("cpu", int(sys.argv[1]) if len(sys.argv) > 1 else None)
+place_rank(CPU, int(sys.argv[1]) if len(sys.argv) > 1 else None)
 print(json.dumps(placement_record()))
 """
 

@@ -14,6 +14,7 @@ import signal
 import pytest
 import torch
 
+from rlscale.device import Device
 from rlscale.run.phases import allow_tf32, execute
 from rlscale.run.spec import resolve_spec
 
@@ -81,6 +82,6 @@ def float32_precision():
 
 def test_tf32_on_a_cuda_rank_sets_torchs_switches(float32_precision):
     """The switches are process-wide flags, set here without a GPU; torch applies them to CUDA kernels only."""
-    assert allow_tf32("cuda:0") is True
+    assert allow_tf32(Device("cuda", 0)) is True
     assert torch.backends.cuda.matmul.fp32_precision == "tf32" and torch.backends.cudnn.allow_tf32
     assert torch.get_float32_matmul_precision() == "high"  # still answers: inductor's autotuning reads it

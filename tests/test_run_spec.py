@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import pytest
 
+from rlscale.device import CPU
 from rlscale.launch.command import TRAIN_MULTIGPU
-from rlscale.launch.run import check_train_ranks, run_launcher
+from rlscale.launch.launcher import check_train_ranks, run_launcher
 from rlscale.run import train
 from rlscale.run.spec import RUN_SPEC_ENV, JobShape, RunSpec, resolve_spec, spec_from_environment, write_spec
+from rlscale.tasks import get_spec
 
 CPU_RANKS = {"CUDA_VISIBLE_DEVICES": ""}
 
@@ -74,10 +77,35 @@ def test_the_launcher_resolves_its_ranks_spec_and_names_its_file(tmp_path, monke
     monkeypatch.setattr("rlscale.launch.supervise.run_supervised", supervised)
     argv = ["--num_gpus", "2", "--task", "Isaac-Cartpole", "--device", "cpu", "--log_root", str(tmp_path)]
     run_launcher(argv, TRAIN_MULTIGPU, CPU_RANKS, check_ranks=check_train_ranks)
-    assert (seen["spec"]["world_size"], seen["spec"]["nodes"], seen["spec"]["distributed"]) == (2, 1, True)
+    assert (seen["spec"]["world_size"], seen["spec"]["distributed"]) == (2, True)
+    assert "nodes" not in seen["spec"]
     assert seen["spec"]["device"] == "cpu" and seen["spec"]["agent_cfg"] is not None
 
 
 def test_a_dry_run_resolves_without_torch_and_an_elastic_job_has_no_fixed_world_size():
-    spec = resolve_spec(["--task", "Isaac-Cartpole"], torch_free=True, job=JobShape(None, None))
+    spec = resolve_spec(["--task", "Isaac-Cartpole"], torch_free=True, job=JobShape(None))
     assert (spec.agent_cfg, spec.device, spec.world_size, spec.distributed) == (None, None, None, True)
+
+
+def test_the_spec_holds_a_device_and_the_resolved_env_count(spec):
+    assert spec.device == CPU and json.loads(spec.to_json())["device"] == "cpu"
+    assert spec.manifest_args()["device"] == "cpu"
+    assert spec.num_envs == get_spec("Isaac-Cartpole").cfg_class().num_envs  # no --num_envs: the task config's
+
+
+def test_a_torch_free_spec_keeps_a_device_it_cannot_parse_unchecked():
+    """A dry run checks no device (the launcher still prints its command); the ranks would refuse it."""
+    spec = resolve_spec(["--task", "Isaac-Cartpole", "--device", "gpu"], torch_free=True, job=JobShape(None))
+    assert spec.device is None
+
+
+def test_resolving_leaves_the_rank_environment_alone(monkeypatch, capsys):
+    """No GPU isolation while resolving: rank 1 of 2, refused for CUDA on this host, keeps its variables."""
+    ranks = {"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "CUDA_VISIBLE_DEVICES": "4,6"}
+    for name, value in ranks.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    with pytest.raises(SystemExit):
+        resolve_spec(["--task", "Isaac-Cartpole", "--device", "cuda", "--distributed"])
+    assert "no CUDA device is available" in capsys.readouterr().err
+    assert {name: os.environ[name] for name in ranks} == ranks

@@ -96,7 +96,7 @@ def test_dry_run_checks_the_task_without_torch():
     """`train_multigpu --dry_run` refuses an unknown task in one line, exit 2, as the real launch does: no torch."""
     code = (
         "import contextlib, io, json, sys\n"
-        "from rlscale.launch.run import main_train_multigpu\n"
+        "from rlscale.launch.launcher import main_train_multigpu\n"
         "results = []\n"
         "for task in sys.argv[1:]:\n"
         "    err = io.StringIO()\n"

@@ -167,11 +167,12 @@ class TestManifestDevice:
 
         import torch
 
+        from rlscale.device import CPU, Device
         from rlscale.manifest import device_description
 
         uuids = {0: "aaaa-0000", 1: "bbbb-1111"}
         monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
         monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "NVIDIA H200")
         monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: types.SimpleNamespace(uuid=uuids[index]))
-        assert device_description("cuda:1")["gpu_uuid"] == "GPU-bbbb-1111"
-        assert device_description("cpu")["gpu_uuid"] is None
+        assert device_description(Device("cuda", 1))["gpu_uuid"] == "GPU-bbbb-1111"
+        assert device_description(CPU)["gpu_uuid"] is None

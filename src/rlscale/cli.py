@@ -12,11 +12,11 @@ import sys
 COMMANDS = {
     "train": ("rlscale.cli", "train", "train a policy on one device (or as one rank of a job)"),
     "train_multigpu": (
-        "rlscale.launch.run",
+        "rlscale.launch.launcher",
         "main_train_multigpu",
         "train with one process per GPU (or CPU process) under torchrun",
     ),
-    "nccl_probe": ("rlscale.launch.run", "main_nccl_probe", "all-reduce across the ranks, before a long job"),
+    "nccl_probe": ("rlscale.launch.launcher", "main_nccl_probe", "all-reduce across the ranks, before a long job"),
     "benchmark": ("rlscale.cli", "benchmark", "startup, runtime or training benchmark; writes one result bundle"),
     "bundle": ("rlscale.benchmark.bundle", "main", "validate benchmark result bundles against their schema"),
     "list_tasks": ("rlscale.cli", "list_tasks", "list the registered task ids and the package of each"),
@@ -32,11 +32,18 @@ ALIASES = {
 
 
 def bind_single_process(argv: list[str]) -> None:
-    """Put a process that no launcher started on its GPU's CPUs (a torchrun rank has its placement already)."""
+    """Put a process that no launcher started on its GPU's CPUs (a torchrun rank has its placement already); one whose
+    ``--device`` names no device is left as it is, for the run to refuse."""
+    from rlscale.device import Device
     from rlscale.launch.command import forwarded_value
     from rlscale.launch.placement import bind_this_process
 
-    bind_this_process(forwarded_value(argv, "--device"))
+    given = forwarded_value(argv, "--device")
+    try:
+        device = None if given is None else Device.parse(given)
+    except ValueError:
+        return
+    bind_this_process(device)
 
 
 def train(argv: list[str]) -> int:
@@ -96,9 +103,15 @@ def check_task(argv: list[str]) -> int:
             spec.check_available()
     except (UnknownTaskError, ImportError) as error:
         parser.error(str(error))
+    from rlscale.device import Device
+
+    try:
+        device = Device.parse(args.device)
+    except ValueError as error:
+        parser.error(f"--device {error}")
     import torch
 
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
+    if device.is_cuda and not torch.cuda.is_available():
         parser.error(f"--device {args.device}: no CUDA device is available")
     from rlscale.tasks.conformance import check_task as check
 

@@ -12,7 +12,9 @@ import json
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+
+from rlscale.device import Device
 
 RUN_TIMESTAMP_ENV = "RLSCALE_RUN_TIMESTAMP"
 """Set by the launcher so that every rank of a job names the same run directory."""
@@ -28,6 +30,10 @@ SUPERVISOR_PID_ENV = "RLSCALE_SUPERVISOR_PID"
 PLACEMENT_ENV = "RLSCALE_PLACEMENT"
 """Set by the launcher (:mod:`rlscale.launch.placement`): its node's :class:`NodePlacement` as JSON, each rank's CPU
 share indexed by local rank."""
+
+ISOLATED_LOCAL_RANK_ENV = "RLSCALE_LOCAL_RANK"
+"""Set by :func:`isolate_own_gpu`: the rank's local rank, which ``LOCAL_RANK`` no longer tells once it reads 0 for the
+libraries; :func:`rank_info` reads it first, so it answers the same before and after the isolation."""
 
 COLLECTIVE_TIMEOUT_ENV = "RLSCALE_COLLECTIVE_TIMEOUT"
 """Seconds: the collective timeout itself, instead of the one sized from ``--hang_timeout``; it also gives a job
@@ -71,7 +77,7 @@ def rank_info(environ: Mapping[str, str] | None = None) -> RankInfo:
     local_world_size = int(env.get("LOCAL_WORLD_SIZE", world_size))
     return RankInfo(
         rank=int(env.get(f"{prefix}RANK", "0")),
-        local_rank=int(env.get(f"{prefix}LOCAL_RANK", "0")),
+        local_rank=int(env.get(ISOLATED_LOCAL_RANK_ENV) or env.get(f"{prefix}LOCAL_RANK", "0")),
         world_size=world_size,
         local_world_size=local_world_size,
     )
@@ -82,16 +88,17 @@ def rank_cuda_index(rank: RankInfo, cuda_device_count: int) -> int:
     return rank.local_rank if rank.local_rank < cuda_device_count else 0
 
 
-def rank_device(requested: str, rank: RankInfo, cuda_device_count: int) -> str:
+def rank_device(requested: Device, rank: RankInfo, cuda_device_count: int) -> Device:
     """This rank's device: ``cuda:{rank_cuda_index}`` in a distributed job; CPU stays CPU, a lone rank keeps
     ``requested``."""
-    if requested == "cpu" or not rank.distributed:
+    if not requested.is_cuda or not rank.distributed:
         return requested
-    return f"cuda:{rank_cuda_index(rank, cuda_device_count)}"
+    return Device("cuda", rank_cuda_index(rank, cuda_device_count))
 
 
-def process_group_backend(device: str) -> str:
-    """The ``torch.distributed`` backend of ranks on ``device``: gloo for CPU ranks, NCCL for GPU ranks."""
+def process_group_backend(device: object) -> str:
+    """The ``torch.distributed`` backend of ranks on ``device`` (a torch device or its text), as
+    :attr:`rlscale.device.Device.backend` tells it: gloo for CPU ranks, NCCL for GPU ranks."""
     return "gloo" if str(device).startswith("cpu") else "nccl"
 
 
@@ -140,8 +147,9 @@ def node_placement(environ: Mapping[str, str] | None = None) -> NodePlacement | 
 
 def own_gpu_variables(environ: Mapping[str, str], rank: RankInfo) -> dict[str, str]:
     """The variables that leave a CUDA rank only its own GPU, as ``cuda:0``: ``CUDA_VISIBLE_DEVICES`` narrowed to the
-    local rank's entry and ``LOCAL_RANK`` 0, since rsl_rl, rl_games and skrl bind ``cuda:{LOCAL_RANK}``; the
-    launcher's placement, indexed by local rank too, is narrowed to the rank's own share.
+    local rank's entry and ``LOCAL_RANK`` 0, since rsl_rl, rl_games and skrl bind ``cuda:{LOCAL_RANK}``; the local
+    rank itself moves to :data:`ISOLATED_LOCAL_RANK_ENV`, where :func:`rank_info` (and the placement, indexed by it)
+    still finds it.
 
     A rank that already sees one GPU (a scheduler bound it) keeps it.
 
@@ -158,16 +166,11 @@ def own_gpu_variables(environ: Mapping[str, str], rank: RankInfo) -> dict[str, s
         own = visible[rank.local_rank]
     else:
         raise ValueError(f"local rank {rank.local_rank} has no GPU: CUDA_VISIBLE_DEVICES={listed!r}")
-    variables = {"CUDA_VISIBLE_DEVICES": own, "LOCAL_RANK": "0"}
-    placement = node_placement(environ)
-    if placement is not None:
-        share = placement.share_of(rank.local_rank)
-        variables[PLACEMENT_ENV] = replace(placement, shares=() if share is None else (share,)).to_json()
-    return variables
+    return {"CUDA_VISIBLE_DEVICES": own, "LOCAL_RANK": "0", ISOLATED_LOCAL_RANK_ENV: str(rank.local_rank)}
 
 
-def isolate_own_gpu(requested_device: str) -> None:
-    """Leave this rank of a CUDA job only its own GPU (:func:`own_gpu_variables`); a no-op on CPU or alone.
+def isolate_own_gpu() -> None:
+    """Leave this rank of a job only its own GPU (:func:`own_gpu_variables`); a no-op alone.
 
     CUDA reads ``CUDA_VISIBLE_DEVICES`` once, when the process first asks it anything, so this must run before any
     ``torch.cuda`` call (even ``is_available``) and before JAX starts.
@@ -176,7 +179,7 @@ def isolate_own_gpu(requested_device: str) -> None:
         RuntimeError: when CUDA had already started and still shows this rank more than one GPU.
     """
     rank = rank_info()
-    if requested_device == "cpu" or not rank.distributed:
+    if not rank.distributed:
         return
     os.environ.update(own_gpu_variables(os.environ, rank))
     import torch

@@ -11,6 +11,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+from rlscale.device import Device
 from rlscale.dist import node_placement
 from rlscale.paths import write_atomic
 from rlscale.rl import LIBRARIES
@@ -51,16 +52,16 @@ def git_state(path: Path | None = None) -> dict[str, str | bool | None]:
     return {"sha": sha, "dirty": None if status is None else bool(status)}
 
 
-def device_description(device: str) -> dict:
+def device_description(device: Device) -> dict:
     """Torch/CUDA versions and, on CUDA, the GPU's name and UUID (``cuda:N`` alone does not say which GPU it was: it
     counts within ``CUDA_VISIBLE_DEVICES``, which a rank may have narrowed to its own GPU)."""
     import torch
 
-    info = {"device": device, "torch": torch.__version__, "cuda": torch.version.cuda}
+    info = {"device": str(device), "torch": torch.__version__, "cuda": torch.version.cuda}
     info |= {"gpu_name": None, "gpu_uuid": None}
-    if device.startswith("cuda") and torch.cuda.is_available():
-        info["gpu_name"] = torch.cuda.get_device_name(torch.device(device))
-        info["gpu_uuid"] = cuda_uuid(torch.device(device).index or 0)
+    if device.is_cuda and torch.cuda.is_available():
+        info["gpu_name"] = torch.cuda.get_device_name(torch.device(str(device)))
+        info["gpu_uuid"] = cuda_uuid(device.index or 0)
     return info
 
 

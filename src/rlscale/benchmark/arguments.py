@@ -15,7 +15,7 @@ from rlscale.benchmark.bundle import DEFAULT_OUTPUT_DIR
 from rlscale.benchmark.options import UNSUPPORTED, add_unsupported, given, jax_message
 from rlscale.benchmark.workflow import Workflow
 from rlscale.launch.command import LauncherCfg, forwarded_value
-from rlscale.launch.run import RankCheck, job_shape
+from rlscale.launch.launcher import RankCheck, job_shape
 from rlscale.paths import unwritable_reason
 from rlscale.run.args import add_train_arguments, parse_command_line
 from rlscale.run.spec import RunSpec, spec_from_args

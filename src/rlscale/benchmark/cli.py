@@ -26,7 +26,7 @@ WORKER = str(Path(__file__).resolve().with_name("worker.py"))
 
 def launch(workflow: Workflow, argv: list[str]) -> int:
     """``<workflow>_multigpu``: refuse bad arguments here, in one line, then hand the job to the launcher."""
-    from rlscale.launch.run import Launch, resolve_launch, start_launch
+    from rlscale.launch.launcher import Launch, resolve_launch, start_launch
 
     cfg = benchmark_launcher_cfg(workflow.name, WORKER, uses_library=workflow.uses_library)
     refuse_early(workflow, argv)

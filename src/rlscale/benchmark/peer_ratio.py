@@ -57,7 +57,7 @@ def peer_argv(spec: RunSpec, result: Path) -> list[str]:
             argv += [f"--{name}", str(getattr(spec, name))]
     argv += [f"--{flag}" for flag in MIRRORED_FLAGS if getattr(spec, flag)]
     if spec.device is not None:
-        argv += ["--device", spec.device.partition(":")[0]]
+        argv += ["--device", spec.device.kind]
     return [*argv, "--output", str(result)]
 
 

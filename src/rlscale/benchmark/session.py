@@ -34,10 +34,7 @@ def _raise_interrupt(signum, frame):
 
 def _prepare(workflow: Workflow, spec: RunSpec, multigpu: bool) -> Measurement:
     """Set up the measurement; a setting that leaves nothing to measure exits 2, before anything is written."""
-    from rlscale.tasks import get_spec
-
-    num_envs = spec.num_envs or get_spec(spec.task).cfg_class().num_envs
-    measurement = Measurement(workflow.name, num_envs_per_rank=num_envs, seed=resolve_seed(spec))
+    measurement = Measurement(workflow.name, num_envs_per_rank=spec.num_envs, seed=resolve_seed(spec))
     if workflow.plan is not None:
         name = f"{workflow.name}_multigpu" if multigpu else workflow.name
         workflow.plan(measurement, spec, OneLineParser(prog=f"rlscale benchmark {name}").error)
@@ -52,7 +49,7 @@ def peer_workload(spec: RunSpec, measurement: Measurement, rank: RankInfo) -> di
     return {
         "library": spec.rl_library,
         "task": spec.task,
-        "device": "cuda" if spec.device.startswith("cuda") else "cpu",
+        "device": spec.device.kind,
         "seed": measurement.seed,
         "world_size": rank.world_size,
         "num_envs_per_rank": measurement.num_envs_per_rank,
@@ -176,9 +173,9 @@ def _run_once(
             return 1
     sampler = None
     if rank.is_main:
-        gpus = visible_cuda_devices() if spec.device.startswith("cuda") else []
-        own = rank_device(spec.device, rank, len(gpus)).partition(":")[2] if gpus else None
-        sampler = ResourceSampler(gpus, int(own or 0) if gpus else None).start()
+        gpus = visible_cuda_devices() if spec.device.is_cuda else []
+        own = (rank_device(spec.device, rank, len(gpus)).index or 0) if gpus else None
+        sampler = ResourceSampler(gpus, own).start()
     # A cold run began when the caller started timing imports, before the spec was resolved; a repeat, here.
     if config_started is None:
         elapsed = time.perf_counter() - repeat_started
@@ -201,7 +198,7 @@ def _run_once(
             "schema_version": bundles.SCHEMA_VERSION,
             "run": run_section(workflow, multigpu, spec, measurement, rank, start_time, end_time),
             "versions": bundles.versions_section(),
-            "hardware": bundles.hardware_section(spec.device.startswith("cuda")),
+            "hardware": bundles.hardware_section(spec.device.is_cuda),
             "runtime": {"startup_time_s": measurement.startup, **measurement.runtime},
             "resources": sampler.stop(),
             "learning": measurement.learning,
@@ -231,7 +228,7 @@ def run_section(
         "ml_framework": spec.ml_framework,
         "task": spec.task,
         "seed": measurement.seed,
-        "device": "cuda" if spec.device.startswith("cuda") else "cpu",
+        "device": spec.device.kind,
         "start_time_utc": bundles.iso(start_time),
         "end_time_utc": bundles.iso(end_time),
         "duration_s": (end_time - start_time).total_seconds(),

@@ -16,6 +16,7 @@ from typing import Protocol
 from rlscale.benchmark.arguments import parse_in_process, resolve_in_process
 from rlscale.benchmark.workflow import Workflow
 from rlscale.benchmark.workflows import WORKFLOWS
+from rlscale.device import Device
 from rlscale.rl import LIBRARIES, load_adapter
 from rlscale.run.spec import RunSpec, spec_from_environment
 
@@ -24,7 +25,8 @@ class RunSettings(Protocol):
     """What the import timing reads: a :class:`RunSpec`, or the parsed arguments before it is resolved."""
 
     task: str
-    device: str | None
+    device: Device | str | None
+    """The spec's device, or the ``--device`` text before it is resolved."""
     ml_framework: str
     rl_library: str
 
@@ -43,7 +45,8 @@ def time_python_imports(workflow: Workflow, settings: RunSettings) -> float:
     from rlscale.tasks import UnknownTaskError, get_spec
 
     with contextlib.suppress(UnknownTaskError, ValueError):  # the parser refuses them later, in one line
-        isolate_gpu_if_task_asks(settings.task, settings.device, settings.ml_framework)
+        device = Device.parse(settings.device) if isinstance(settings.device, str) else settings.device
+        isolate_gpu_if_task_asks(settings.task, device, settings.ml_framework)
         _ = get_spec(settings.task).task_class  # the registry imports a task's module only when asked for its class
     if workflow.uses_library and settings.rl_library in LIBRARIES:  # an unknown name is refused later, by the parser
         load_adapter(settings.rl_library)

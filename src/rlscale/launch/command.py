@@ -275,8 +275,8 @@ def _resolve_ranks(
     nvml_count: GpuCounter = nvml_device_count,
     gpu_evidence: GpuEvidence = nvidia_hardware_present,
 ) -> tuple[int | str, list[str]]:
-    """Return the ranks per node (:func:`rlscale.launch.ranks.resolve_ranks`) and the arguments forwarded to them,
-    with ``--device cpu`` added for CPU ranks when they give no ``--device``."""
+    """Return the ranks per node (:func:`rlscale.launch.ranks.resolve_ranks`) and their arguments, ``--device cpu``
+    added for CPU ranks that give none; sets ``args.ranks_on_cpu``, the launch's one reading of their ``--device``."""
     device = forwarded_value(forwarded, "--device")
     try:
         nproc, on_cpu = resolve_ranks(
@@ -290,6 +290,7 @@ def _resolve_ranks(
         )
     except ValueError as exc:
         raise LaunchError(str(exc)) from None
+    args.ranks_on_cpu = on_cpu
     return nproc, [*forwarded, "--device", "cpu"] if on_cpu and device is None else list(forwarded)
 
 

@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 
+from rlscale.device import Device
 from rlscale.dist import PLACEMENT_ENV, CpuShare, NodePlacement
 from rlscale.launch.gpus import gpu_cpu_affinities
 
@@ -161,7 +162,7 @@ def describe_placement(placement: NodePlacement) -> list[str]:
 
 
 def bind_this_process(
-    device: str | None,
+    device: Device | None,
     environ: MutableMapping[str, str] = os.environ,
     read_affinities: AffinityReader = gpu_cpu_affinities,
 ) -> None:
@@ -174,10 +175,10 @@ def bind_this_process(
         environ: Where ``$RLSCALE_PLACEMENT`` is set, for :func:`rlscale.run.rank.place_rank` to apply.
         read_affinities: Reads the GPU's CPU affinity (NVML).
     """
-    kind, _, index = (device or "cuda").partition(":")
-    if PLACEMENT_ENV in environ or kind != "cuda" or not (index or "0").isdigit():
+    if PLACEMENT_ENV in environ or (device is not None and not device.is_cuda):
         return
-    gpu = local_gpu_ids(environ, int(index or 0) + 1)[int(index or 0) :]
+    index = 0 if device is None else device.index or 0
+    gpu = local_gpu_ids(environ, index + 1)[index:]
     if not gpu:  # the run refuses a device it cannot see
         return
     placement = plan_node("auto", 1, False, {"CUDA_VISIBLE_DEVICES": gpu[0]}, read_affinities=read_affinities)

@@ -11,6 +11,7 @@ import sys
 import time
 
 from rlscale.argparsing import OneLineParser
+from rlscale.device import Device
 from rlscale.dist import rank_cuda_index, rank_info
 from rlscale.run.rank import join_process_group
 
@@ -19,13 +20,15 @@ NUM_ELEMENTS = 256 * 1024
 
 
 def parse_probe_args(argv: list[str], prog: str = "rlscale nccl_probe (rank)") -> argparse.Namespace:
-    """Parse a rank's arguments (``--device cpu|cuda``); torch-free, so the launcher checks them before a launch."""
+    """Parse a rank's arguments (``--device cpu|cuda``, into a :class:`~rlscale.device.Device`); torch-free, so the
+    launcher checks them before a launch."""
     parser = OneLineParser(prog=prog, allow_abbrev=False)
     parser.add_argument("--device", default="cuda", help="cpu (gloo) or cuda (NCCL, one GPU per local rank)")
     args = parser.parse_args(argv)
-    kind, _, index = args.device.partition(":")
-    if args.device != "cpu" and (kind != "cuda" or (index and not index.isdigit())):
-        parser.error(f"--device {args.device!r} is not cpu, cuda or cuda:N (each rank uses its local GPU)")
+    try:
+        args.device = Device.parse(args.device)
+    except ValueError as error:
+        parser.error(f"--device {error} (each rank uses its local GPU)")
     return args
 
 
@@ -35,11 +38,11 @@ def probe(argv: list[str]) -> int:
 
     args = parse_probe_args(argv)
     rank = rank_info()
-    on_cpu = args.device == "cpu"
+    on_cpu = not args.device.is_cuda
     device = torch.device("cpu") if on_cpu else torch.device("cuda", rank_cuda_index(rank, torch.cuda.device_count()))
     if not on_cpu:
         torch.cuda.set_device(device)
-    join_process_group(rank, str(device))
+    join_process_group(rank, args.device)
     backend = dist.get_backend()
     tensor = torch.full((NUM_ELEMENTS,), float(rank.rank + 1), device=device)
     dist.all_reduce(tensor)  # warm-up: the first collective also builds the communicator

@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from rlscale.device import requested_kind
 from rlscale.launch.gpus import NVML_LIBRARY, GpuCounter, nvidia_hardware_present, nvml_device_count, visible_gpu_count
 
 GpuEvidence = Callable[[], str | None]
@@ -97,7 +98,7 @@ def resolve_ranks(
     raw = None if num_gpus is None else str(num_gpus)
     keyword = raw if raw in NPROC_KEYWORDS else None
     requested = _count(raw) if raw is not None and keyword is None else None
-    device_kind = None if device is None else device.partition(":")[0]
+    device_kind = None if device is None else requested_kind(device)
     if keyword == "gpu" and device_kind == "cpu":
         raise ValueError(
             "--num_gpus gpu counts GPUs, but --device cpu makes the ranks CPU processes; pass the number of processes "

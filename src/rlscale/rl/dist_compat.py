@@ -14,7 +14,8 @@ import datetime
 import torch
 import torch.distributed as dist
 
-from rlscale.dist import RankInfo, process_group_backend
+from rlscale.device import Device
+from rlscale.dist import RankInfo, process_group_backend, rank_cuda_index
 
 _installed = False
 _timeout_installed = False
@@ -85,7 +86,9 @@ def configure_rsl_rl_runner(runner, rank: RankInfo) -> None:
         runner.gpu_local_rank = runner.gpu_global_rank = 0
         runner.cfg["multi_gpu"] = None
         return
-    runner.gpu_local_rank = rank.local_rank
+    # rsl_rl's local rank is the GPU index the rank uses: 0 once the rank sees only its own GPU, whatever its local rank.
+    on_cuda = Device.parse(str(runner.device)).is_cuda
+    runner.gpu_local_rank = rank_cuda_index(rank, torch.cuda.device_count()) if on_cuda else rank.local_rank
     runner.gpu_global_rank = rank.rank
     runner.cfg["multi_gpu"] = {
         "global_rank": runner.gpu_global_rank,

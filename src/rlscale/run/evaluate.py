@@ -53,7 +53,7 @@ def main(argv: list[str]) -> int:
     bad = _refusal(args)
     if bad:
         command_line.error(bad)
-    args.device = resolve_device(command_line, args.device)
+    args.device = str(resolve_device(command_line, args.device))  # torch takes the text
     manifest = json.loads((args.checkpoint.parent / "manifest.json").read_text())
     results = evaluate(manifest, args)
     print(json.dumps(results["summary"], indent=2))

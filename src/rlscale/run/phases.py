@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rlscale.device import Device
 from rlscale.dist import collective_timeout
 from rlscale.faults import Fault, fault_from_environment
 from rlscale.heartbeat import beat
@@ -158,8 +159,9 @@ def prepare(spec: RunSpec) -> _Run:
     from rlscale.rl.common import TrainContext
     from rlscale.rl.dist_compat import use_collective_timeout, use_gloo_for_cpu_ranks
 
-    rank, device = place_rank(spec.device, spec.cpu_threads)
-    tf32 = spec.tf32 and allow_tf32(device)
+    rank, placed = place_rank(spec.device, spec.cpu_threads)
+    device = str(placed)  # the libraries take the device as text
+    tf32 = spec.tf32 and allow_tf32(placed)
     if rank.distributed:
         use_collective_timeout(collective_timeout())
         use_gloo_for_cpu_ranks(device)
@@ -187,7 +189,7 @@ def prepare(spec: RunSpec) -> _Run:
         run_dir=str(log_dir),
         resumed_from=str(resume) if resume else None,
         speed_levers={"tf32": tf32, **adapter.speed_levers(agent_cfg)},
-        **device_description(device),
+        **device_description(placed),
     )
     context = TrainContext(
         device=device,
@@ -207,14 +209,14 @@ def prepare(spec: RunSpec) -> _Run:
     return _Run(spec, adapter, start, manifest, outcome, fault_from_environment(), started)
 
 
-def allow_tf32(device: str) -> bool:
+def allow_tf32(device: Device) -> bool:
     """Let CUDA run float32 matmuls and cuDNN convolutions in TF32; returns whether that applies (not on the CPU).
 
     ``set_float32_matmul_precision`` works from torch 2.6 to 2.13 without a warning and keeps
     ``torch.get_float32_matmul_precision``, which inductor's autotuning reads, answering; setting only the newer
     ``torch.backends.cuda.matmul.fp32_precision`` makes that call raise. cuDNN allows TF32 by default; set anyway.
     """
-    if not device.startswith("cuda"):
+    if not device.is_cuda:
         return False
     import torch
 
@@ -235,8 +237,7 @@ def build_tracked_task(
     spec, outcome, context = run.spec, run.outcome, run.context
     rank = context.rank
     task_kwargs = {**spec.typed_env_overrides(), "device": context.device, "seed": context.seed + rank.rank}
-    if spec.num_envs is not None:
-        task_kwargs["num_envs"] = spec.num_envs
+    task_kwargs["num_envs"] = spec.num_envs  # resolved in the spec
     created = time.perf_counter()
     task = build_task(spec.task, cuda_graph=not spec.no_cuda_graph, **task_kwargs)
     outcome.task_creation_s = time.perf_counter() - created

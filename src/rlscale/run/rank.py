@@ -8,22 +8,15 @@ from __future__ import annotations
 
 import os
 
-from rlscale.dist import (
-    CpuShare,
-    RankInfo,
-    collective_timeout,
-    isolate_own_gpu,
-    node_placement,
-    process_group_backend,
-    rank_device,
-    rank_info,
-)
+from rlscale.device import Device
+from rlscale.dist import CpuShare, RankInfo, collective_timeout, isolate_own_gpu, node_placement, rank_device, rank_info
 from rlscale.tasks import get_spec
 
 
-def isolate_gpu_if_task_asks(task_id: str, device: str | None, ml_framework: str) -> None:
-    """Show this rank of a CUDA job only its own GPU, unless its task opts out
-    (:attr:`~rlscale.tasks.registry.TaskSpec.ranks_see_all_gpus`).
+def isolate_gpu_if_task_asks(task_id: str, device: Device | None, ml_framework: str) -> None:
+    """Show this rank of a CUDA job (``device`` None: CUDA if there is a GPU) only its own GPU, unless its task opts
+    out (:attr:`~rlscale.tasks.registry.TaskSpec.ranks_see_all_gpus`). The one place a rank's GPU is isolated: a rank
+    calls it before anything asks CUDA, resolving its spec included.
 
     skrl's JAX ranks are left alone: ``jax.distributed`` binds their GPU by ``JAX_LOCAL_RANK`` instead.
 
@@ -31,14 +24,15 @@ def isolate_gpu_if_task_asks(task_id: str, device: str | None, ml_framework: str
         UnknownTaskError: for a task id that is not registered.
         ValueError: from :func:`rlscale.dist.own_gpu_variables`.
     """
-    if ml_framework == "torch" and not get_spec(task_id).ranks_see_all_gpus:
-        isolate_own_gpu(device or "cuda")
+    on_cuda = device is None or device.is_cuda
+    if on_cuda and ml_framework == "torch" and not get_spec(task_id).ranks_see_all_gpus:
+        isolate_own_gpu()
 
 
-def default_cpu_threads(device: str, local_world_size: int) -> int:
+def default_cpu_threads(device: Device, local_world_size: int) -> int:
     """Threads of an unbound rank: one per CPU rank (each rank is one core's worth of work); GPU ranks share the
     host's cores."""
-    return 1 if device == "cpu" else max(1, (os.cpu_count() or 1) // local_world_size)
+    return max(1, (os.cpu_count() or 1) // local_world_size) if device.is_cuda else 1
 
 
 def bind_cpus(rank: RankInfo) -> CpuShare | None:
@@ -53,7 +47,7 @@ def bind_cpus(rank: RankInfo) -> CpuShare | None:
     return share
 
 
-def place_rank(requested_device: str, cpu_threads: int | None) -> tuple[RankInfo, str]:
+def place_rank(requested_device: Device, cpu_threads: int | None) -> tuple[RankInfo, Device]:
     """Put this rank on its device (``cuda:{local_rank}``, or the one GPU it sees) and its CPUs, with a thread per CPU
     (``cpu_threads`` if given; unbound, :func:`default_cpu_threads`).
 
@@ -64,18 +58,17 @@ def place_rank(requested_device: str, cpu_threads: int | None) -> tuple[RankInfo
     share = bind_cpus(rank)
     import torch
 
-    cuda_devices = torch.cuda.device_count() if requested_device != "cpu" else 0
+    cuda_devices = torch.cuda.device_count() if requested_device.is_cuda else 0
     device = rank_device(requested_device, rank, cuda_devices)
     default_threads = share.threads if share is not None else default_cpu_threads(device, rank.local_world_size)
     torch.set_num_threads(cpu_threads or default_threads)
-    if device.startswith("cuda"):
-        torch.cuda.set_device(torch.device(device))
+    if device.is_cuda:
+        torch.cuda.set_device(torch.device(str(device)))
     return rank, device
 
 
-def join_process_group(rank: RankInfo, device: str) -> None:
+def join_process_group(rank: RankInfo, device: Device) -> None:
     """Join the job's process group (gloo for CPU ranks, NCCL for CUDA ones), with the job's collective timeout."""
     import torch.distributed as dist
 
-    backend = process_group_backend(device)
-    dist.init_process_group(backend, rank=rank.rank, world_size=rank.world_size, timeout=collective_timeout())
+    dist.init_process_group(device.backend, rank=rank.rank, world_size=rank.world_size, timeout=collective_timeout())

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlscale.device import Device
 from rlscale.dist import rank_info
 from rlscale.faults import fault_from_environment
 from rlscale.resume import AUTO
 from rlscale.rl import agent_defaults
 from rlscale.rl.agent_overrides import apply_override
 from rlscale.run.args import build_parser, check_options, parse_command_line, split_overrides
-from rlscale.run.rank import isolate_gpu_if_task_asks
 from rlscale.tasks import UnknownTaskError, get_spec, resolve_task_id
 from rlscale.tasks.overrides import field_value, with_overrides
 
@@ -31,16 +31,14 @@ RUN_SPEC_ENV = "RLSCALE_RUN_SPEC"
 
 @dataclass(frozen=True)
 class JobShape:
-    """The ranks a spec is for: ``world_size`` ranks on ``nodes`` nodes (None: torchrun decides, elastic or counting
-    the GPUs itself)."""
+    """The ranks a spec is for: ``world_size`` of them (None: torchrun decides, elastic or counting the GPUs
+    itself)."""
 
     world_size: int | None
-    nodes: int | None
 
     @classmethod
     def of_this_process(cls) -> JobShape:
-        rank = rank_info()
-        return cls(rank.world_size, rank.num_nodes)
+        return cls(rank_info().world_size)
 
 
 @dataclass(frozen=True)
@@ -54,13 +52,14 @@ class RunSpec:
     rl_library: str
     ml_framework: str
     num_envs: int | None
-    """Environments per rank; None: the task config's."""
+    """Environments per rank: ``--num_envs``, else the task config's; as given (or None) in a torch-free spec."""
     max_iterations: int | None
     """None: the agent config's; with ``resume`` auto, the run's total."""
     seed: int | None
     """None: the agent config's (:func:`rlscale.run.start.resolve_seed`)."""
-    device: str | None
-    """``cpu`` or ``cuda:N`` once resolved; as given (or None) in a torch-free spec."""
+    device: Device | None
+    """``cpu`` or ``cuda:N`` once resolved. A torch-free spec checks no device: it holds the one given, or None when
+    none was given or the given text names none (resolving refuses it)."""
     log_root: str
     run_name: str | None
     resume: str | None
@@ -85,7 +84,6 @@ class RunSpec:
     headless: bool
     world_size: int | None
     """Ranks of the job (None: torchrun decides); each rank checks torchrun's ``WORLD_SIZE`` against it once."""
-    nodes: int | None
     options: dict[str, Any] = field(default_factory=dict)
     """The options of the command that embeds the run (a benchmark workflow's own), by name."""
 
@@ -106,17 +104,20 @@ class RunSpec:
     def manifest_args(self) -> dict[str, Any]:
         """The arguments as the manifest records them: every option, the workflow's, and the typed env overrides."""
         recorded = {item.name: getattr(self, item.name) for item in dataclasses.fields(self)}
-        for name in ("agent_cfg", "world_size", "nodes", "options"):
+        for name in ("agent_cfg", "world_size", "options"):
             del recorded[name]
+        recorded["device"] = None if self.device is None else str(self.device)
         return recorded | self.options | {"env_overrides": self.typed_env_overrides()}
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=1)
+        device = None if self.device is None else str(self.device)
+        return json.dumps(dataclasses.asdict(self) | {"device": device}, indent=1)
 
     @classmethod
     def from_json(cls, text: str) -> RunSpec:
         data = json.loads(text)
-        return cls(**data | {"agent": tuple(data["agent"]), "overrides": tuple(data["overrides"])})
+        device = None if data["device"] is None else Device.parse(data["device"])
+        return cls(**data | {"agent": tuple(data["agent"]), "overrides": tuple(data["overrides"]), "device": device})
 
 
 def resolve_spec(
@@ -172,10 +173,6 @@ def spec_from_args(
             task_spec.check_available()
     except ImportError as error:
         parser.error(f"--task: {error}")
-    try:
-        isolate_gpu_if_task_asks(task_id, args.device, args.ml_framework)
-    except ValueError as error:
-        parser.error(f"--task {task_id}: {error}")
     device = resolve_device(parser, args.device)
     try:
         agent_cfg = agent_defaults.agent_cfg(task_id, args.rl_library)  # the task's own YAML, else the defaults
@@ -198,7 +195,8 @@ def spec_from_args(
         with_overrides(task_spec.cfg_class(), typed_overrides)
     except ValueError as error:
         parser.error(f"env overrides: {task_id}'s config: {error}")
-    return dataclasses.replace(spec, device=device, agent_cfg=agent_cfg)
+    num_envs = spec.num_envs or task_spec.cfg_class().num_envs
+    return dataclasses.replace(spec, device=device, agent_cfg=agent_cfg, num_envs=num_envs)
 
 
 def _spec(
@@ -214,7 +212,7 @@ def _spec(
         num_envs=args.num_envs,
         max_iterations=args.max_iterations,
         seed=args.seed,
-        device=args.device,
+        device=_given_device(args.device),
         log_root=args.log_root,
         run_name=args.run_name,
         resume=None if args.resume is None else str(args.resume),
@@ -232,7 +230,6 @@ def _spec(
         sync_check_interval=args.sync_check_interval,
         headless=args.headless,
         world_size=job.world_size,
-        nodes=job.nodes,
         options={name: value for name, value in options.items() if name not in own},
     )
 
@@ -260,22 +257,31 @@ def spec_from_environment() -> RunSpec | None:
     return spec
 
 
-def resolve_device(parser: argparse.ArgumentParser, requested: str | None) -> str:
+def _given_device(text: str | None) -> Device | None:
+    """``--device`` as a torch-free spec holds it: parsed, or None when it names no device (resolving refuses it)."""
+    try:
+        return None if text is None else Device.parse(text)
+    except ValueError:
+        return None
+
+
+def resolve_device(parser: argparse.ArgumentParser, requested: str | None) -> Device:
     """``--device`` checked against the host (one line through ``parser`` otherwise), with CUDA's index named."""
     import torch
 
     if requested is None:
         requested = "cuda" if torch.cuda.is_available() else "cpu"
-    if requested == "cpu":
-        return requested
-    kind, _, index = requested.partition(":")
-    if kind != "cuda" or (index and not index.isdigit()):
-        parser.error(f"--device {requested!r} is not cpu, cuda or cuda:N")
+    try:
+        device = Device.parse(requested)
+    except ValueError as error:
+        parser.error(f"--device {error}")
+    if not device.is_cuda:
+        return device
     if not torch.cuda.is_available():
         parser.error(f"--device {requested}: no CUDA device is available; use --device cpu")
-    if index and int(index) >= torch.cuda.device_count():
+    if device.index is not None and device.index >= torch.cuda.device_count():
         parser.error(f"--device {requested}: only {torch.cuda.device_count()} CUDA device(s) are visible")
-    return requested if index else "cuda:0"  # libraries compare device strings, so name the index
+    return Device("cuda", device.index or 0)  # libraries compare device strings, so name the index
 
 
 def _check_checkpoint(

@@ -6,17 +6,20 @@ any other process resolves its own from its command line.
 
 from __future__ import annotations
 
+from rlscale.device import Device
 from rlscale.paths import one_line_on_full_disk
+from rlscale.run.args import build_parser, parse_command_line
 from rlscale.run.phases import execute
 from rlscale.run.rank import isolate_gpu_if_task_asks
-from rlscale.run.spec import resolve_spec, spec_from_environment
+from rlscale.run.spec import RunSpec, spec_from_args, spec_from_environment
+from rlscale.tasks import UnknownTaskError, resolve_task_id
 
 
 def main(argv: list[str] | None = None) -> int:
     spec = spec_from_environment()
     if spec is None:
-        spec = resolve_spec(argv)
-    else:  # resolving would have isolated it; before anything asks CUDA
+        spec = resolve_own_spec(argv)
+    else:  # before anything asks CUDA
         isolate_gpu_if_task_asks(spec.task, spec.device, spec.ml_framework)
     with one_line_on_full_disk("rlscale train"):
         outcome = execute(spec)
@@ -28,3 +31,21 @@ def main(argv: list[str] | None = None) -> int:
             f"ranks in sync ({len(digests)}); run directory {outcome.context.log_dir}"
         )
     return outcome.exit_code
+
+
+def resolve_own_spec(argv: list[str] | None) -> RunSpec:
+    """The spec of a process no launcher resolved one for; a rank of a torchrun line run by hand has its GPU isolated
+    first, since resolving the device asks CUDA."""
+    parser = build_parser()
+    args = parse_command_line(parser, argv)
+    try:
+        task_id = resolve_task_id(args.task)
+        device = None if args.device is None else Device.parse(args.device)
+    except (UnknownTaskError, ValueError):
+        pass  # resolving refuses them, in one line
+    else:
+        try:
+            isolate_gpu_if_task_asks(task_id, device, args.ml_framework)
+        except ValueError as error:
+            parser.error(f"--task {task_id}: {error}")
+    return spec_from_args(parser, args)

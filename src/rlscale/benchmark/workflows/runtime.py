@@ -51,14 +51,14 @@ def run(measurement: Measurement, spec: RunSpec, rank: RankInfo) -> None:
 
     from rlscale.tasks.graph import build_task
 
-    _, device = place_rank(spec.device, spec.cpu_threads)  # as rlscale train
+    device = str(place_rank(spec.device, spec.cpu_threads)[1])  # as rlscale train
     warmup_steps, num_steps = spec.options["warmup_steps"], spec.options["num_steps"]
     mode = "serialized_synchronized" if spec.options["measure_sync_step"] else "host_return"
     timing = {"environment_step_time_s": None, "environment_step_fps": None, "environment_step_calls": 0}
     measurement.runtime["environment_step_timing"] = timing | {"measurement_mode": mode}
     measurement.runtime["warmup_iterations"] = warmup_steps
     if rank.distributed:  # only to start the ranks' stepping together, so that rank 0 meets its contention
-        join_process_group(rank, device)
+        join_process_group(rank, spec.device)
 
     def barrier() -> None:
         if rank.distributed:

@@ -15,6 +15,7 @@ from rlscale.benchmark.peer_ratio import NOT_MIRRORED, peer_section
 from rlscale.benchmark.stats import ema, finite_or_none, mean_std, rate_stats
 from rlscale.benchmark.summary import number, spread
 from rlscale.benchmark.workflow import Measurement, Workflow, record_task_creation
+from rlscale.device import requested_kind
 from rlscale.dist import RankInfo, global_env_steps
 from rlscale.run.phases import execute
 from rlscale.run.spec import RunSpec
@@ -86,8 +87,8 @@ def _check_peer_args(parser: argparse.ArgumentParser, args: argparse.Namespace, 
             f"--peer cannot mirror {args.overrides[0]}: the peer trains the task and agent config as shipped; "
             "drop one of the two"
         )
-    kind, _, index = (args.device or "").partition(":")
-    if not multigpu and kind == "cuda" and index not in ("", "0"):
+    given = args.device or ""  # unchecked yet: resolving the spec refuses a device that is none
+    if not multigpu and requested_kind(given) == "cuda" and given not in ("cuda", "cuda:", "cuda:0"):
         parser.error(
             f"--peer runs its process on cuda:0, not {args.device}; choose the GPU with CUDA_VISIBLE_DEVICES instead"
         )

@@ -35,7 +35,6 @@ from rlscale.launch.command import (
     LauncherCfg,
     build_launch_command,
     build_parser,
-    forwarded_value,
     parse_launcher_args,
     uses_skrl_jax,
 )
@@ -151,23 +150,15 @@ def job_shape(args: Namespace) -> JobShape:
     nnodes = args.nnodes or "1"
     nodes = int(nnodes) if nnodes.isdigit() else None
     per_node = args.nproc_per_node if isinstance(args.nproc_per_node, int) else None
-    return JobShape(NodeSplit.of_nodes(nodes, per_node).world_size if nodes and per_node else None, nodes)
+    return JobShape(NodeSplit.of_nodes(nodes, per_node).world_size if nodes and per_node else None)
 
 
-def ranks_on_cpu(forwarded: Sequence[str]) -> bool:
-    """Whether the ranks are CPU processes: the launcher forwards ``--device cpu`` to every CPU rank
-    (:func:`rlscale.launch.command.parse_launcher_args`); any other rank is a GPU rank."""
-    return (forwarded_value(forwarded, "--device") or "cuda").partition(":")[0] == "cpu"
-
-
-def plan_placement(
-    args: Namespace, forwarded: Sequence[str], cfg: LauncherCfg, environ: Mapping[str, str]
-) -> NodePlacement | None:
+def plan_placement(args: Namespace, cfg: LauncherCfg, environ: Mapping[str, str]) -> NodePlacement | None:
     """This node's placement of its ranks (:func:`rlscale.launch.placement.plan_node`); None for a launcher that
     places none, or while torchrun is left to count the ranks (a dry run on a host without GPUs)."""
     if not cfg.places_ranks or not isinstance(args.nproc_per_node, int):
         return None
-    return plan_node(args.cpu_binding, args.nproc_per_node, ranks_on_cpu(forwarded), environ)
+    return plan_node(args.cpu_binding, args.nproc_per_node, args.ranks_on_cpu, environ)
 
 
 def static_rendezvous_port(args: Namespace, forwarded: Sequence[str]) -> int | None:
@@ -198,7 +189,7 @@ def resolve_launch(
     """
     args, forwarded = parse_launcher_args(argv, cfg, environ)
     spec = check_ranks(args, forwarded) if check_ranks is not None else None
-    if not args.dry_run and not ranks_on_cpu(forwarded):
+    if not args.dry_run and not args.ranks_on_cpu:
         shortfall = gpu_rank_shortfall(args.nproc_per_node, visible_gpu_count(environ)[1], torch_gpus())
         if shortfall is not None:
             build_parser(cfg).error(shortfall)
@@ -210,7 +201,7 @@ def resolve_launch(
             "free port, or on one node leave --master_port out and torchrun takes a free one."
         )
     command = build_launch_command(args, forwarded, cfg, environ)
-    return Launch(args, forwarded, command, spec, plan_placement(args, forwarded, cfg, environ))
+    return Launch(args, forwarded, command, spec, plan_placement(args, cfg, environ))
 
 
 def run_launcher(
