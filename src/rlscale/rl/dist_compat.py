@@ -86,7 +86,7 @@ def configure_rsl_rl_runner(runner, rank: RankInfo) -> None:
         runner.gpu_local_rank = runner.gpu_global_rank = 0
         runner.cfg["multi_gpu"] = None
         return
-    # rsl_rl's local rank is the GPU index the rank uses: 0 once the rank sees only its own GPU, whatever its local rank.
+    # rsl_rl's local rank is the index of the rank's GPU: 0 once the rank sees only its own GPU.
     on_cuda = Device.parse(str(runner.device)).is_cuda
     runner.gpu_local_rank = rank_cuda_index(rank, torch.cuda.device_count()) if on_cuda else rank.local_rank
     runner.gpu_global_rank = rank.rank
