@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlscale.argparsing import OneLineParser
+from rlscale.launch.checks import LaunchError, check_nccl_environment, check_topology, seconds
 from rlscale.launch.gpus import GpuCounter, nvidia_hardware_present, nvml_device_count
 from rlscale.launch.placement import CPU_BINDINGS
 from rlscale.launch.ranks import GpuEvidence, resolve_ranks
@@ -38,10 +39,6 @@ WORKER_SCRIPT = str(Path(__file__).resolve().with_name("worker.py"))
 
 DEFAULT_HANG_TIMEOUT_S = 300.0
 """Default ``--hang_timeout``: longer than any healthy iteration, JIT compilation of the first one included."""
-
-
-class LaunchError(ValueError):
-    """Launcher arguments that cannot work; the message names the flag, the value seen and the fix."""
 
 
 @dataclass(frozen=True)
@@ -200,74 +197,6 @@ def uses_skrl_jax(args: Namespace, forwarded: Sequence[str]) -> bool:
     return getattr(args, "rl_library", None) == "skrl" and forwarded_value(forwarded, "--ml_framework") == "jax"
 
 
-def _int_in(flag: str, raw: str, low: int, high: int | None = None, fix: str = "") -> int:
-    """Return ``raw`` as an integer in ``[low, high]``, or raise naming the flag, the value and the fix."""
-    if not raw.isdigit() or int(raw) < low or (high is not None and int(raw) > high):
-        span = f"an integer in {low}..{high}" if high is not None else f"an integer >= {low}"
-        raise LaunchError(f"{flag} must be {span}, got {raw!r}{'; ' + fix if fix else '.'}")
-    return int(raw)
-
-
-def _seconds(flag: str, raw: str) -> float:
-    """Return ``raw`` as a finite number of seconds >= 0, or raise naming the flag and the value."""
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise LaunchError(f"{flag} must be a number of seconds >= 0 (0 disables it), got {raw!r}.")
-    return value
-
-
-def _check_topology(args: Namespace, jax: bool) -> None:
-    """Validate ``--nnodes``, ``--node_rank``, the ports and the rendezvous address."""
-    max_nodes = 1
-    if args.nnodes is not None:
-        low, sep, high = args.nnodes.partition(":")
-        if sep and not jax and low.isdigit() and high.isdigit() and 1 <= int(low) <= int(high):
-            max_nodes = int(high)
-        else:
-            fix = "use N (skrl JAX takes no range)." if jax else "use N, or MIN:MAX for elastic torchrun."
-            max_nodes = _int_in("--nnodes", args.nnodes, 1, fix=fix)
-    nnodes = args.nnodes or "1"  # torchrun's default is a single node.
-    if args.node_rank is not None and nnodes.isdigit():
-        _int_in("--node_rank", args.node_rank, 0, int(nnodes) - 1, f"node ranks run 0..{int(nnodes) - 1}.")
-    elif args.node_rank is not None:
-        _int_in("--node_rank", args.node_rank, 0)
-    if args.master_port is not None:
-        _int_in("--master_port", args.master_port, 1, 65535)
-    if args.coordinator_address is not None:
-        host, _, port = args.coordinator_address.rpartition(":")
-        if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-            raise LaunchError(
-                f"--coordinator_address must be HOST:PORT with a port in 1..65535, got {args.coordinator_address!r}."
-            )
-    # Without an address each node rendezvouses on its own localhost and waits forever for the others.
-    if max_nodes > 1 and jax and args.coordinator_address is None:
-        raise LaunchError(f"--nnodes={args.nnodes} with skrl JAX needs --coordinator_address HOST:PORT of node 0.")
-    if max_nodes > 1 and not jax and args.master_addr is None and args.rdzv_endpoint is None:
-        raise LaunchError(
-            f"--nnodes={args.nnodes} needs an address every node can reach: --master_addr HOST --master_port PORT, "
-            "or --rdzv_backend c10d --rdzv_endpoint HOST:PORT."
-        )
-
-
-def _check_nccl_environment(environ: Mapping[str, str]) -> None:
-    """Refuse ``NCCL_*`` settings that contradict each other or that NCCL would misread, before any rank starts."""
-    disable, level = environ.get("NCCL_P2P_DISABLE"), environ.get("NCCL_P2P_LEVEL")
-    # NCCL reads the variable with strtol and disables P2P for exactly 1; any other value, "true" included, is off.
-    if disable is not None and disable.strip() not in ("", "0", "1"):
-        raise LaunchError(
-            f"NCCL_P2P_DISABLE={disable!r} must be 0 or 1: NCCL reads it as an integer and turns P2P off only for 1."
-        )
-    if disable is not None and disable.strip() == "1" and level:  # NCCL_P2P_DISABLE=1 is NCCL_P2P_LEVEL=LOC
-        raise LaunchError(
-            f"NCCL_P2P_DISABLE={disable!r} and NCCL_P2P_LEVEL={level!r} are both set, but they are mutually "
-            "exclusive (both set where NCCL uses P2P); unset one for this job, e.g. `env -u NCCL_P2P_LEVEL "
-            "rlscale ...` (docs/troubleshooting.md)."
-        )
-
-
 def _resolve_ranks(
     args: Namespace,
     forwarded: Sequence[str],
@@ -321,9 +250,9 @@ def validate_launch(
             f"--coordinator_address={args.coordinator_address} is only for --rl_library skrl --ml_framework jax; "
             "torchrun takes --master_addr/--master_port or --rdzv_endpoint."
         )
-    _check_topology(args, jax)
-    _check_nccl_environment(environ)
-    args.hang_timeout = _seconds("--hang_timeout", args.hang_timeout)
+    check_topology(args, jax)
+    check_nccl_environment(environ)
+    args.hang_timeout = seconds("--hang_timeout", args.hang_timeout)
     # Last: it may query NVML.
     args.nproc_per_node, forwarded = _resolve_ranks(args, forwarded, environ, nvml_count, gpu_evidence)
     return forwarded
