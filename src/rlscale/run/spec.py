@@ -164,16 +164,15 @@ def spec_from_args(
         fault_from_environment(job.world_size)
     except ValueError as error:
         parser.error(str(error))
-    spec = _spec(args, task_id, env_overrides, job, launched)
     if torch_free:
-        return spec
+        return _spec(args, task_id, env_overrides, job, launched, _given_device(args.device))
     task_spec = get_spec(task_id)
     try:
         if task_spec.check_available is not None:
             task_spec.check_available()
     except ImportError as error:
         parser.error(f"--task: {error}")
-    device = resolve_device(parser, args.device)
+    spec = _spec(args, task_id, env_overrides, job, launched, resolve_device(parser, args.device))
     try:
         agent_cfg = agent_defaults.agent_cfg(task_id, args.rl_library)  # the task's own YAML, else the defaults
     except ValueError as error:
@@ -196,11 +195,16 @@ def spec_from_args(
     except ValueError as error:
         parser.error(f"env overrides: {task_id}'s config: {error}")
     num_envs = spec.num_envs or task_spec.cfg_class().num_envs
-    return dataclasses.replace(spec, device=device, agent_cfg=agent_cfg, num_envs=num_envs)
+    return dataclasses.replace(spec, agent_cfg=agent_cfg, num_envs=num_envs)
 
 
 def _spec(
-    args: argparse.Namespace, task_id: str, env_overrides: dict[str, str], job: JobShape, launched: bool
+    args: argparse.Namespace,
+    task_id: str,
+    env_overrides: dict[str, str],
+    job: JobShape,
+    launched: bool,
+    device: Device | None,
 ) -> RunSpec:
     own = {item.name for item in dataclasses.fields(RunSpec)}
     options = {name: str(value) if isinstance(value, Path) else value for name, value in vars(args).items()}
@@ -212,7 +216,7 @@ def _spec(
         num_envs=args.num_envs,
         max_iterations=args.max_iterations,
         seed=args.seed,
-        device=_given_device(args.device),
+        device=device,
         log_root=args.log_root,
         run_name=args.run_name,
         resume=None if args.resume is None else str(args.resume),
