@@ -55,6 +55,8 @@ class Library:
         network_keys: Dotted keys of the agent config entries that set its networks' layers: a checkpoint loads
             only into the same ones.
         ml_frameworks: ML frameworks it trains with (``--ml_framework``), the default first.
+        evaluates: Whether its adapter gives a checkpoint's deterministic policy (``inference_policy``, an
+            :class:`~rlscale.rl.adapter.EvaluatingAdapter`), which ``rlscale evaluate`` runs.
     """
 
     distribution: str
@@ -65,6 +67,7 @@ class Library:
     checkpoint_policy_key: str
     network_keys: tuple[str, ...]
     ml_frameworks: tuple[str, ...] = ("torch",)
+    evaluates: bool = False
 
     def rollout_length(self, agent_cfg: Mapping) -> int:
         """Env steps per env per iteration of one of its agent configs."""
@@ -86,6 +89,7 @@ LIBRARIES = {
         ),
         checkpoint_policy_key="actor_state_dict",  # rsl-rl-lib 5
         network_keys=("actor.hidden_dims", "critic.hidden_dims"),
+        evaluates=True,
     ),
     "rl_games": Library(
         "rl-games",

@@ -12,13 +12,11 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rlscale.argparsing import OneLineParser
 from rlscale.paths import unwritable_reason
-
-SUPPORTED_LIBRARIES = ("rsl_rl",)
-"""Libraries whose checkpoints evaluate loads (the others' policies are not wired in yet)."""
+from rlscale.rl import LIBRARIES
 
 
 def parse_command(text: str) -> tuple[float, float, float]:
@@ -70,10 +68,9 @@ def _refusal(args: Any) -> str | None:
     if not manifest_path.is_file():
         return f"--checkpoint {args.checkpoint}: no manifest.json beside it (is it in an rlscale run directory?)"
     run_args = json.loads(manifest_path.read_text())["args"]
-    if run_args["rl_library"] not in SUPPORTED_LIBRARIES:
-        return (
-            f"--checkpoint: evaluate loads {', '.join(SUPPORTED_LIBRARIES)} checkpoints, not {run_args['rl_library']}"
-        )
+    evaluated = [name for name, library in LIBRARIES.items() if library.evaluates]
+    if run_args["rl_library"] not in evaluated:
+        return f"--checkpoint: evaluate loads {', '.join(evaluated)} checkpoints, not {run_args['rl_library']}"
     from rlscale.tasks import get_spec
     from rlscale.tasks.locomotion.cfg import VelocityTaskCfg
 
@@ -94,6 +91,7 @@ def evaluate(manifest: dict[str, Any], args: Any) -> dict[str, Any]:
     import torch
 
     from rlscale.rl import load_adapter
+    from rlscale.rl.adapter import EvaluatingAdapter
     from rlscale.tasks import make_task
     from rlscale.tasks.locomotion.cfg import EVALUATION_COMMANDS, EVALUATION_OVERRIDES
 
@@ -103,7 +101,7 @@ def evaluate(manifest: dict[str, Any], args: Any) -> dict[str, Any]:
     task = make_task(run_args["task"], **overrides)
     commands = torch.tensor(args.command or EVALUATION_COMMANDS, dtype=torch.float32)
     env_command = torch.arange(args.num_envs) % len(commands)
-    adapter = load_adapter(run_args["rl_library"])
+    adapter = cast(EvaluatingAdapter, load_adapter(run_args["rl_library"]))  # evaluates, checked above
     policy = adapter.inference_policy(task, manifest["agent_cfg"], args.checkpoint, args.device)
 
     started = time.perf_counter()
