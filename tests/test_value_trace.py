@@ -25,8 +25,8 @@ CELL = ["--task", "Isaac-Cartpole-Direct", "--rl_library", "rl_games", "--num_en
 
 @pytest.fixture
 def parses(monkeypatch) -> collections.Counter:
-    """Counts, by name, the parses of the four values: ``Device.parse``, the ranks' argument parser (``num_envs``,
-    ``rl_library``, the ranks' device), the study job's cell and node split."""
+    """Counts, by name, the parses of the four values: ``Device.parse``, the ranks' argument parser (``num_envs``, the
+    ranks' device) and whether ``--rl_library`` reaches it as text, the study job's cell and node split."""
     counts = collections.Counter()
 
     def counted(name, function):
@@ -38,7 +38,12 @@ def parses(monkeypatch) -> collections.Counter:
 
     device_parse = Device.parse
     monkeypatch.setattr(Device, "parse", staticmethod(counted("device", device_parse)))
-    monkeypatch.setattr(run_spec, "parse_command_line", counted("rank arguments", run_args.parse_command_line))
+
+    def parse_rank_arguments(parser, argv):
+        counts["rl_library given as text"] += "--rl_library" in argv
+        return run_args.parse_command_line(parser, argv)
+
+    monkeypatch.setattr(run_spec, "parse_command_line", counted("rank arguments", parse_rank_arguments))
     monkeypatch.setattr(job_args, "read_cell", counted("cell", job_args.read_cell))
     monkeypatch.setattr(job_args, "NodeSplit", counted("node split", job_args.NodeSplit))
     return counts
@@ -82,7 +87,8 @@ def test_four_values_from_the_study_cell_to_the_rank(parses, monkeypatch, tmp_pa
     monkeypatch.setattr(launcher_module, "write_spec", keep_spec)
     launcher_argv = command[command.index("train_multigpu") + 1 :]
     launcher_module.main_train_multigpu(launcher_argv)
-    assert (parses["device"], parses["rank arguments"]) == (1, 1)
+    # The launcher's own parser reads --rl_library (its choices, the launcher it needs) and hands the value on.
+    assert (parses["device"], parses["rank arguments"], parses["rl_library given as text"]) == (1, 1, 0)
     (spec_text,) = spec_texts
     (rank_env,) = started
 

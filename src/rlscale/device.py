@@ -43,6 +43,10 @@ class Device:
         return self.kind if self.index is None else f"{self.kind}:{self.index}"
 
 
+CPU = Device("cpu")
+CUDA = Device("cuda")
+
+
 def requested_kind(text: str) -> str:
     """The kind a ``--device`` names before anything checks it: the launcher tells CPU ranks from GPU ranks by it
     even in a ``--dry_run``, which checks no device."""

@@ -92,9 +92,10 @@ def launcher_check(workflow: Workflow, cfg: LauncherCfg) -> RankCheck:
     the checks that need torch (task, device, ...). Returns the ranks' spec."""
 
     def check(launcher_args: argparse.Namespace, forwarded: list[str]) -> RunSpec:
-        rank_argv = ["--rl_library", launcher_args.rl_library] if cfg.rl_libraries else []
-        rank_argv += [arg for arg in forwarded if arg != "--distributed"]
+        rank_argv = [arg for arg in forwarded if arg != "--distributed"]
         parser = workflow_parser(workflow, cfg.prog)
+        if cfg.rl_libraries:  # the launcher's parse of it, handed over, not written and reread
+            parser.set_defaults(rl_library=launcher_args.rl_library)
         args = parse_command_line(parser, rank_argv)
         seed_from_seeds(parser, args)
         spec = spec_from_args(

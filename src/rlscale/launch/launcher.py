@@ -284,9 +284,10 @@ def check_train_ranks(args: Namespace, forwarded: list[str]) -> RunSpec:
     from rlscale.run.args import build_parser
     from rlscale.run.spec import resolve_spec
 
-    rank_argv = ["--rl_library", args.rl_library, *(arg for arg in forwarded if arg != "--distributed")]
+    rank_argv = [arg for arg in forwarded if arg != "--distributed"]
     parser = build_parser(TRAIN_MULTIGPU.prog)
     parser.help_command = "rlscale train"  # the ranks' options are rlscale train's
+    parser.set_defaults(rl_library=args.rl_library)  # the launcher's parse of it, handed over, not written and reread
     return resolve_spec(rank_argv, parser, torch_free=args.dry_run, job=job_shape(args))
 
 
