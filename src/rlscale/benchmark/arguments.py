@@ -96,6 +96,7 @@ def launcher_check(workflow: Workflow, cfg: LauncherCfg) -> RankCheck:
         parser = workflow_parser(workflow, cfg.prog)
         if cfg.rl_libraries:  # the launcher's parse of it, handed over, not written and reread
             parser.set_defaults(rl_library=launcher_args.rl_library)
+        parser.set_defaults(workflow=workflow.name)  # the ranks read it from the spec (spec.options)
         args = parse_command_line(parser, rank_argv)
         seed_from_seeds(parser, args)
         spec = spec_from_args(

@@ -1,6 +1,7 @@
 """Per-rank entry point of ``rlscale benchmark <workflow>_multigpu``: torchrun runs this file once per rank.
 
-The launcher passes ``--workflow <name>`` first and leaves the ranks' resolved spec in ``$RLSCALE_RUN_SPEC``. The
+The launcher passes ``--workflow <name>`` first and leaves the ranks' resolved spec, the workflow included, in
+``$RLSCALE_RUN_SPEC``. The
 python_imports phase is timed here before anything else imports torch, so the module's own imports are stdlib and
 torch-free rlscale modules only.
 """
@@ -78,7 +79,8 @@ def main() -> int:
     spec = spec_from_environment()
     if spec is None:  # a torchrun line run by hand
         spec, python_imports_s, config_started = prepare_in_process(workflow, argv, multigpu=True)
-    else:
+    else:  # the launcher's spec: its workflow, like every other setting (the command line's is for a reader)
+        workflow = WORKFLOWS[spec.options["workflow"]]
         python_imports_s = time_python_imports(workflow, spec)
         config_started = time.perf_counter()
     from rlscale.benchmark.session import run_benchmark
