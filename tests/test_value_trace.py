@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from rlscale.benchmark.arguments import launcher_check
+from rlscale.benchmark.workflows import WORKFLOWS
 from rlscale.device import Device
 from rlscale.launch import launcher as launcher_module
 from rlscale.launch import supervise
+from rlscale.launch.command import benchmark_launcher_cfg, parse_launcher_args
 from rlscale.launch.lease import LEASE_DIR_ENV
 from rlscale.run import args as run_args
 from rlscale.run import spec as run_spec
@@ -102,3 +105,12 @@ def test_four_values_from_the_study_cell_to_the_rank(parses, monkeypatch, tmp_pa
     assert (parses["rank arguments"], parses["device"]) == (0, 1)
     assert (spec.num_envs, spec.rl_library, spec.device, spec.world_size) == (64, "rl_games", Device("cpu"), 2)
     assert rank_env[run_spec.RUN_SPEC_ENV]  # the ranks are told where the spec is
+
+
+@pytest.mark.parametrize("workflow", ["startup", "runtime", "training"])
+def test_benchmark_ranks_find_their_workflow_in_the_spec(workflow):
+    """The benchmark launcher's spec names the workflow, which its ranks take from there (benchmark/worker.py)."""
+    cfg = benchmark_launcher_cfg(workflow, uses_library=WORKFLOWS[workflow].uses_library)
+    argv = ["--task", "Isaac-Cartpole-Direct", "--device", "cpu", "--num_gpus", "2", "--dry_run"]
+    args, forwarded = parse_launcher_args(argv, cfg, {})
+    assert launcher_check(WORKFLOWS[workflow], cfg)(args, forwarded).options["workflow"] == workflow
