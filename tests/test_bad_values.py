@@ -8,6 +8,7 @@ a dry run does not load; the job itself is replaced by a stub that fails the tes
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import os
@@ -221,3 +222,21 @@ def test_agent_rules_accept_the_shipped_configs(library, path):
             assert isinstance(node, dict) and part in node, f"{path.name} has no {key}"
             node = node[part]
         assert checked_value(key, node, node, library) == node
+
+
+@pytest.mark.parametrize("command", ["train_multigpu", "train"])
+def test_a_full_log_root_is_refused_before_launch(command, tmp_path, monkeypatch, capsys):
+    """A disk with no space left still lets one create an empty file; its free space is what refuses it, in one line
+    and before anything is written or started."""
+    from rlscale import cli, paths
+
+    full = collections.namedtuple("usage", "total used free")(10 << 30, 10 << 30, 4096)
+    monkeypatch.setattr(paths.shutil, "disk_usage", lambda path: full)
+    monkeypatch.chdir(tmp_path)
+    argv = [command, "--task", "Isaac-Cartpole", "--device", "cpu", "--log_root", "logs"]
+    with pytest.raises(SystemExit) as stopped:
+        cli.main([*argv, "--dry_run"] if command == "train_multigpu" else argv)
+    lines = capsys.readouterr().err.splitlines()
+    assert stopped.value.code == 2 and len(lines) == 1, lines
+    assert f"--log_root logs: no space left in {tmp_path} (4,096 bytes free)" in lines[0]
+    assert not (tmp_path / "logs").exists()

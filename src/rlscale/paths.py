@@ -6,9 +6,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+MIN_FREE_BYTES = 1 << 20
+"""Free space below which a folder counts as full: a run's first manifest and checkpoint would not fit."""
 
 FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 """Write errors that are the storage's, not the program's: no space, no quota left, a read-only file system."""
@@ -18,7 +22,8 @@ def unwritable_reason(folder: Path) -> str | None:
     """Why files cannot be written in ``folder`` (made when missing), or None when they can.
 
     Tries an anonymous temporary file in ``folder``, or in its nearest existing parent: permissions alone do not tell
-    (root ignores them; a read-only mount does not show in them), and the file leaves nothing behind.
+    (root ignores them; a read-only mount does not show in them), and the file leaves nothing behind. A full disk
+    still lets one create an empty file, so the free space is asked for too.
     """
     existing = folder.absolute()
     while not existing.exists() and existing != existing.parent:
@@ -30,6 +35,9 @@ def unwritable_reason(folder: Path) -> str | None:
             pass
     except OSError as error:
         return f"cannot write in {existing} ({error.strerror or error})"
+    free = shutil.disk_usage(existing).free
+    if free < MIN_FREE_BYTES:
+        return f"no space left in {existing} ({free:,} bytes free)"
     return None
 
 
