@@ -31,7 +31,7 @@ lint: setup
 	$(PY) tools/module_sizes.py
 
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=15
 
 # The scaling study (Snakefile + workflow/, config/config.yaml) with the default profile; on a machine without a GPU
 # `device: auto` runs it on CPU ranks (about 5 minutes on 2 cores). Results, plots and report.html: results/<study>/.
