@@ -99,7 +99,7 @@ def run_trial(trial: Trial, root: Path) -> Trial:
     return trial
 
 
-@pytest.mark.slow
+@pytest.mark.stress
 def test_random_rank_crashes_are_named_and_torn_down(tmp_path):
     """12 trials, each crashing rank 0..3 at iteration 0..3 (seeded draws): the crash ends every one with a non-zero
     exit, its root cause names the crashed rank with the injected exception's traceback, and no process outlives
