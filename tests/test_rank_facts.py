@@ -1,6 +1,6 @@
 """The facts every layer derives from a rank's place in the job, each computed in one function: its device and
-backend (``rlscale.dist``), its own GPU and CPU share, the global env steps of an iteration, and the ranks and GPUs per
-node of a study job (``rlscale.launch.ranks``)."""
+backend (``rlscale.device``, ``rlscale.dist``), its own GPU and CPU share, the global env steps of an iteration, and
+the ranks and GPUs per node of a study job (``rlscale.launch.ranks``)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from rlscale.dist import (
     global_env_steps,
     node_placement,
     own_gpu_variables,
-    process_group_backend,
     rank_cuda_index,
     rank_device,
     rank_info,
@@ -74,11 +73,6 @@ class TestDeviceParse:
 
     def test_the_launcher_tells_cpu_ranks_by_the_unchecked_kind(self):
         assert [requested_kind(text) for text in ("cpu", "cpu:0", "cuda:1", "gpu")] == ["cpu", "cpu", "cuda", "gpu"]
-
-
-@pytest.mark.parametrize(("device", "backend"), [("cpu", "gloo"), ("cuda", "nccl"), ("cuda:1", "nccl")])
-def test_process_group_backend(device, backend):
-    assert process_group_backend(device) == backend
 
 
 def test_global_env_steps_counts_every_rank():

@@ -96,12 +96,6 @@ def rank_device(requested: Device, rank: RankInfo, cuda_device_count: int) -> De
     return Device("cuda", rank_cuda_index(rank, cuda_device_count))
 
 
-def process_group_backend(device: object) -> str:
-    """The ``torch.distributed`` backend of ranks on ``device`` (a torch device or its text), as
-    :attr:`rlscale.device.Device.backend` tells it: gloo for CPU ranks, NCCL for GPU ranks."""
-    return "gloo" if str(device).startswith("cpu") else "nccl"
-
-
 def global_env_steps(steps_per_env: int, envs_per_rank: int, world_size: int) -> int:
     """Env steps of one iteration over all ranks: ``steps_per_env`` (the rollout length) on each rank's envs."""
     return steps_per_env * envs_per_rank * world_size

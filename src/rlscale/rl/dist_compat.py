@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 from rlscale.device import Device
-from rlscale.dist import RankInfo, process_group_backend, rank_cuda_index
+from rlscale.dist import RankInfo, rank_cuda_index
 
 _installed = False
 _timeout_installed = False
@@ -54,7 +54,7 @@ def use_gloo_for_cpu_ranks(device: str) -> None:
     original_init = dist.init_process_group
 
     def init_process_group(backend=None, *args, **kwargs):
-        return original_init(process_group_backend(device) if backend in (None, "nccl") else backend, *args, **kwargs)
+        return original_init("gloo" if backend in (None, "nccl") else backend, *args, **kwargs)
 
     dist.init_process_group = init_process_group
     torch.cuda.set_device = lambda *args, **kwargs: None
@@ -87,8 +87,8 @@ def configure_rsl_rl_runner(runner, rank: RankInfo) -> None:
         runner.cfg["multi_gpu"] = None
         return
     # rsl_rl's local rank is the index of the rank's GPU: 0 once the rank sees only its own GPU.
-    on_cuda = Device.parse(str(runner.device)).is_cuda
-    runner.gpu_local_rank = rank_cuda_index(rank, torch.cuda.device_count()) if on_cuda else rank.local_rank
+    device = Device.parse(str(runner.device))
+    runner.gpu_local_rank = rank_cuda_index(rank, torch.cuda.device_count()) if device.is_cuda else rank.local_rank
     runner.gpu_global_rank = rank.rank
     runner.cfg["multi_gpu"] = {
         "global_rank": runner.gpu_global_rank,
@@ -96,5 +96,4 @@ def configure_rsl_rl_runner(runner, rank: RankInfo) -> None:
         "world_size": runner.gpu_world_size,
     }
     if not dist.is_initialized():
-        backend = process_group_backend(runner.device)
-        dist.init_process_group(backend, rank=runner.gpu_global_rank, world_size=runner.gpu_world_size)
+        dist.init_process_group(device.backend, rank=runner.gpu_global_rank, world_size=runner.gpu_world_size)
