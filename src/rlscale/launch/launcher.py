@@ -42,7 +42,6 @@ from rlscale.launch.gpus import visible_gpu_count
 from rlscale.launch.hang_watch import HangWatch
 from rlscale.launch.placement import describe_placement, plan_node
 from rlscale.launch.ports import port_taken
-from rlscale.launch.ranks import NodeSplit
 from rlscale.launch.torch_gpus import TorchGpuProbe, gpu_rank_shortfall, probe_torch_gpus
 from rlscale.run.spec import RUN_SPEC_ENV, JobShape, write_spec
 
@@ -150,7 +149,7 @@ def job_shape(args: Namespace) -> JobShape:
     nnodes = args.nnodes or "1"
     nodes = int(nnodes) if nnodes.isdigit() else None
     per_node = args.nproc_per_node if isinstance(args.nproc_per_node, int) else None
-    return JobShape(NodeSplit.of_nodes(nodes, per_node).world_size if nodes and per_node else None)
+    return JobShape(nodes * per_node if nodes and per_node else None)
 
 
 def plan_placement(args: Namespace, cfg: LauncherCfg, environ: Mapping[str, str]) -> NodePlacement | None:

@@ -36,11 +36,6 @@ class NodeSplit:
         if self.nodes < 1 or self.world_size % self.nodes:
             raise ValueError(f"world size {self.world_size} does not split evenly over {self.nodes} node(s)")
 
-    @classmethod
-    def of_nodes(cls, nodes: int, ranks_per_node: int) -> NodeSplit:
-        """The split of ``nodes`` nodes of ``ranks_per_node`` ranks each (a launcher's ``--nnodes``/``--num_gpus``)."""
-        return cls(nodes * ranks_per_node, nodes)
-
     @property
     def ranks_per_node(self) -> int:
         """Ranks each node runs (its launcher's ``--num_gpus``)."""

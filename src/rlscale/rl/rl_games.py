@@ -17,6 +17,7 @@ from rl_games.common.ivecenv import IVecEnv
 from rl_games.torch_runner import Runner
 
 from rlscale.paths import atomic_path
+from rlscale.rl import LIBRARIES
 from rlscale.rl.common import (
     TorchPolicyParameters,
     TrainContext,
@@ -38,7 +39,7 @@ def scale_learning_rate(config: dict, factor: float) -> None:
 
 
 def rollout_length(agent_cfg: dict) -> int:
-    return int(agent_cfg["params"]["config"]["horizon_length"])
+    return LIBRARIES["rl_games"].rollout_length(agent_cfg)  # the record holds where the config keeps it
 
 
 def default_iterations(agent_cfg: dict) -> int:

@@ -17,6 +17,7 @@ from tensordict import TensorDict
 
 from rlscale.dist import RankInfo
 from rlscale.paths import atomic_path
+from rlscale.rl import LIBRARIES
 from rlscale.rl.common import (
     TorchPolicyParameters,
     TrainContext,
@@ -38,7 +39,7 @@ def scale_learning_rate(train_cfg: dict, factor: float) -> None:
 
 
 def rollout_length(agent_cfg: dict) -> int:
-    return int(agent_cfg["num_steps_per_env"])
+    return LIBRARIES["rsl_rl"].rollout_length(agent_cfg)  # the record holds where the config keeps it
 
 
 def default_iterations(agent_cfg: dict) -> int:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rlscale.paths import atomic_path, move_into_place
+from rlscale.rl import LIBRARIES
 from rlscale.rl.common import (
     TorchPolicyParameters,
     TrainContext,
@@ -36,7 +37,7 @@ def scale_learning_rate(cfg: dict, factor: float) -> None:
 
 
 def rollout_length(agent_cfg: dict) -> int:
-    return int(agent_cfg["agent"]["rollouts"])
+    return LIBRARIES["skrl"].rollout_length(agent_cfg)  # the record holds where the config keeps it
 
 
 def default_iterations(agent_cfg: dict) -> int:

@@ -71,8 +71,8 @@ def parity_libraries(study: Mapping, task: str, library_keys: list[str]) -> list
 
 
 def rollout_length(agent_cfg: Mapping, library: str) -> int:
-    """Env steps per env per iteration of a library's agent config, read where its record says: the adapter's
-    ``rollout_length`` imports the library, which a Snakefile must not (a test compares the two)."""
+    """Env steps per env per iteration of a library's agent config, from its record: torch-free, unlike its adapter,
+    which imports the library (a Snakefile must not)."""
     return LIBRARIES[library].rollout_length(agent_cfg)
 
 
