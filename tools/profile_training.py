@@ -32,11 +32,13 @@ def main() -> int:
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
     from rlscale.dist import rank_info
-    from rlscale.train import execute, parse_args
+    from rlscale.run.phases import execute
+    from rlscale.run.train import resolve_own_spec
 
-    args, agent_cfg = parse_args(train_argv)
+    spec = resolve_own_spec(train_argv)
+    on_cuda = spec.device is not None and spec.device.is_cuda
     rank = rank_info().rank
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device != "cpu" else [])
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
     profiler = profile(
         activities=activities, schedule=schedule(wait=own.first - 1, warmup=1, active=own.count, repeat=1)
     )
@@ -64,12 +66,12 @@ def main() -> int:
         tracked.on_iteration_start = on_iteration_start
 
     profiler.start()
-    outcome = execute(args, agent_cfg, on_tracking=on_tracking)
+    outcome = execute(spec, on_tracking=on_tracking)
     profiler.stop()
 
     own.out.mkdir(parents=True, exist_ok=True)
     averages = profiler.key_averages()
-    sort = "self_cuda_time_total" if args.device != "cpu" else "self_cpu_time_total"
+    sort = "self_cuda_time_total" if on_cuda else "self_cpu_time_total"
     table = averages.table(sort_by=sort, row_limit=40) + "\n\n" + averages.table(sort_by="cpu_time_total", row_limit=40)
     (own.out / f"rank{rank}_table.txt").write_text(table)
     profiler.export_chrome_trace(str(own.out / f"rank{rank}_trace.json"))
@@ -94,7 +96,7 @@ def main() -> int:
         "median_iteration_s_all": statistics.median_high(r.iteration_s for r in outcome.records[1:])
         if len(outcome.records) > 1
         else None,
-        "max_memory_allocated_gib": torch.cuda.max_memory_allocated() / 2**30 if args.device != "cpu" else None,
+        "max_memory_allocated_gib": torch.cuda.max_memory_allocated() / 2**30 if on_cuda else None,
     }
     (own.out / f"rank{rank}_summary.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary, indent=2))
