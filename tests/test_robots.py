@@ -305,21 +305,23 @@ def test_evaluate_reports_tracking_error_and_falls_per_command(tmp_path, jax_env
     runs = tmp_path / "runs"
     trained = rlscale(
         "train", "--task", "Rlscale-Go1-Flat", "--rl_library", "rsl_rl", "--num_envs", str(NUM_ENVS),
-        "--max_iterations", "1", "--device", "cpu", "--log_root", str(runs), env=jax_env,
+        "--max_iterations", "2", "--checkpoint_interval", "1", "--device", "cpu", "--log_root", str(runs), env=jax_env,
     )  # fmt: skip
     assert trained.returncode == 0, trained.stderr[-3000:]
-    (checkpoint,) = runs.rglob("model_*.pt")
-    output = tmp_path / "evaluation.json"
+    checkpoints = sorted(runs.rglob("model_*.pt"))
+    assert len(checkpoints) >= 2, checkpoints
     result = rlscale(
-        "evaluate", "--checkpoint", str(checkpoint), "--num_envs", "4", "--command", "1.0,0.0,0.0",
-        "--command", "0.0,0.0,0.0", "--output", str(output), env=jax_env,
+        "evaluate", "--checkpoint", *map(str, checkpoints), "--num_envs", "4", "--command", "1.0,0.0,0.0",
+        "--command", "0.0,0.0,0.0", "--output", str(tmp_path / "{checkpoint}.json"), env=jax_env,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    evaluation = json.loads(output.read_text())
-    assert [entry["command"] for entry in evaluation["per_command"]] == [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
-    assert [entry["envs"] for entry in evaluation["per_command"]] == [2, 2]
-    summary = evaluation["summary"]
-    assert summary["envs"] == 4 and 0.0 <= summary["fall_rate"] <= 1.0 and summary["lin_vel_error_mps"] >= 0.0
+    for checkpoint in checkpoints:  # one process, one file per checkpoint
+        evaluation = json.loads((tmp_path / f"{checkpoint.stem}.json").read_text())
+        assert evaluation["checkpoint"] == str(checkpoint)
+        assert [entry["command"] for entry in evaluation["per_command"]] == [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+        assert [entry["envs"] for entry in evaluation["per_command"]] == [2, 2]
+        summary = evaluation["summary"]
+        assert summary["envs"] == 4 and 0.0 <= summary["fall_rate"] <= 1.0 and summary["lin_vel_error_mps"] >= 0.0
 
 
 @pytest.mark.parametrize(
@@ -331,14 +333,20 @@ def test_evaluate_reports_tracking_error_and_falls_per_command(tmp_path, jax_env
         (["--checkpoint", "{file}", "--seed", "-1"], "--seed -1: must be >= 0"),
         (["--checkpoint", "{file}", "--device", "gpu"], "--device 'gpu' is not cpu, cuda or cuda:N"),
         (["--checkpoint", "{file}", "--output", "/proc/evaluation.json"], "--output /proc/evaluation.json: "),
+        (["--checkpoint", "{file}", "{other}", "--output", "e.json"], "--output e.json: with several checkpoints"),
+        (["--checkpoint", "{file}", "{elsewhere}"], "the checkpoints must be of one run directory, not 2"),
     ],
 )
 def test_evaluate_refuses_bad_input_in_one_line(tmp_path, args, expected):
-    checkpoint = tmp_path / "model_1.pt"
-    checkpoint.write_bytes(b"")
+    checkpoint, other, elsewhere = tmp_path / "model_1.pt", tmp_path / "model_2.pt", tmp_path / "run2" / "model_1.pt"
+    elsewhere.parent.mkdir()
+    for path in (checkpoint, other, elsewhere):
+        path.write_bytes(b"")
     if "no manifest" not in expected:
         manifest = {"args": {"task": "Rlscale-Go1-Flat", "rl_library": "rsl_rl"}}
-        (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    result = rlscale("evaluate", *[arg.format(file=checkpoint) for arg in args], timeout=120)
+        for folder in (tmp_path, elsewhere.parent):
+            (folder / "manifest.json").write_text(json.dumps(manifest))
+    paths = {"file": checkpoint, "other": other, "elsewhere": elsewhere}
+    result = rlscale("evaluate", *[arg.format(**paths) for arg in args], timeout=120)
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert expected in result.stderr

@@ -4,6 +4,8 @@ Each env runs one episode (Isaac Lab's ``_PLAY`` settings: no observation noise,
 the envs split evenly among them; an env's result is its episode's mean linear-velocity tracking error
 ``|v_cmd - v|`` over x and y (m/s, base frame), its yaw-rate error, and whether it fell (``base_contact``) before the
 time-out. The run's task, library, agent config and env overrides come from the run directory's ``manifest.json``.
+Several checkpoints of one run are evaluated in one process, one after the other on the same task, so a learning
+curve pays the start (imports, the task's compile) once.
 """
 
 from __future__ import annotations
@@ -11,12 +13,18 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from rlscale.argparsing import OneLineParser
 from rlscale.paths import unwritable_reason
 from rlscale.rl import LIBRARIES
+
+if TYPE_CHECKING:
+    from rlscale.rl.adapter import EvaluatingAdapter
+
+CHECKPOINT_FIELD = "{checkpoint}"
 
 
 def parse_command(text: str) -> tuple[float, float, float]:
@@ -28,7 +36,13 @@ def parse_command(text: str) -> tuple[float, float, float]:
 
 def parser() -> OneLineParser:
     parser = OneLineParser(prog="rlscale evaluate", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--checkpoint", type=Path, required=True, help="a checkpoint in a run directory")
+    parser.add_argument(
+        "--checkpoint",
+        type=Path,
+        nargs="+",
+        required=True,
+        help="checkpoints of one run directory, evaluated one after the other",
+    )
     parser.add_argument("--num_envs", type=int, default=1000, help="envs, split evenly among the commands")
     parser.add_argument(
         "--command",
@@ -39,7 +53,12 @@ def parser() -> OneLineParser:
     )
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the task's resets (default 0)")
-    parser.add_argument("--output", type=Path, help="write the results as JSON here")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        help=f"write the results as JSON here; with several checkpoints {CHECKPOINT_FIELD} in it stands for each one's "
+        "file name without .pt",
+    )
     return parser
 
 
@@ -52,21 +71,29 @@ def main(argv: list[str]) -> int:
     if bad:
         command_line.error(bad)
     args.device = str(resolve_device(command_line, args.device))  # torch takes the text
-    manifest = json.loads((args.checkpoint.parent / "manifest.json").read_text())
-    results = evaluate(manifest, args)
-    print(json.dumps(results["summary"], indent=2))
-    if args.output is not None:
-        args.output.write_text(json.dumps(results, indent=2) + "\n")
+    manifest = json.loads((args.checkpoint[0].parent / "manifest.json").read_text())
+    for results in evaluate(manifest, args):
+        print(json.dumps({"checkpoint": results["checkpoint"], **results["summary"]}, indent=2))
+        if args.output is not None:
+            output = str(args.output).replace(CHECKPOINT_FIELD, Path(results["checkpoint"]).stem)
+            Path(output).write_text(json.dumps(results, indent=2) + "\n")
     return 0
 
 
 def _refusal(args: Any) -> str | None:
     """One line for bad input, before anything is built (None when the input is fine)."""
-    if not args.checkpoint.is_file():
-        return f"--checkpoint {args.checkpoint}: no such file"
-    manifest_path = args.checkpoint.parent / "manifest.json"
+    for checkpoint in args.checkpoint:
+        if not checkpoint.is_file():
+            return f"--checkpoint {checkpoint}: no such file"
+    run_dirs = {checkpoint.resolve().parent for checkpoint in args.checkpoint}
+    if len(run_dirs) > 1:
+        return f"--checkpoint: the checkpoints must be of one run directory, not {len(run_dirs)}"
+    manifest_path = args.checkpoint[0].parent / "manifest.json"
     if not manifest_path.is_file():
-        return f"--checkpoint {args.checkpoint}: no manifest.json beside it (is it in an rlscale run directory?)"
+        return f"--checkpoint {args.checkpoint[0]}: no manifest.json beside it (is it in an rlscale run directory?)"
+    several = len(set(args.checkpoint)) > 1
+    if several and args.output is not None and CHECKPOINT_FIELD not in str(args.output):
+        return f"--output {args.output}: with several checkpoints it needs {CHECKPOINT_FIELD} (each one's file name)"
     run_args = json.loads(manifest_path.read_text())["args"]
     evaluated = [name for name, library in LIBRARIES.items() if library.evaluates]
     if run_args["rl_library"] not in evaluated:
@@ -87,11 +114,19 @@ def _refusal(args: Any) -> str | None:
     return None
 
 
-def evaluate(manifest: dict[str, Any], args: Any) -> dict[str, Any]:
+def evaluate(manifest: dict[str, Any], args: Any) -> Iterator[dict[str, Any]]:
+    """Each of ``args.checkpoint``'s results, in order. Each gets a task of its own, as in a process of its own (the
+    same resets from the same seed); only the first builds compile its step."""
+    from rlscale.rl import load_adapter
+
+    adapter = cast("EvaluatingAdapter", load_adapter(manifest["args"]["rl_library"]))  # evaluates, checked above
+    for checkpoint in args.checkpoint:
+        yield _evaluate_one(manifest, adapter, checkpoint, args)
+
+
+def _evaluate_one(manifest: dict[str, Any], adapter: EvaluatingAdapter, checkpoint: Path, args: Any) -> dict[str, Any]:
     import torch
 
-    from rlscale.rl import load_adapter
-    from rlscale.rl.adapter import EvaluatingAdapter
     from rlscale.tasks import make_task
     from rlscale.tasks.locomotion.cfg import EVALUATION_COMMANDS, EVALUATION_OVERRIDES
 
@@ -101,8 +136,7 @@ def evaluate(manifest: dict[str, Any], args: Any) -> dict[str, Any]:
     task = make_task(run_args["task"], **overrides)
     commands = torch.tensor(args.command or EVALUATION_COMMANDS, dtype=torch.float32)
     env_command = torch.arange(args.num_envs) % len(commands)
-    adapter = cast(EvaluatingAdapter, load_adapter(run_args["rl_library"]))  # evaluates, checked above
-    policy = adapter.inference_policy(task, manifest["agent_cfg"], args.checkpoint, args.device)
+    policy = adapter.inference_policy(task, manifest["agent_cfg"], checkpoint, args.device)
 
     started = time.perf_counter()
     observations, _ = task.reset()
@@ -120,7 +154,8 @@ def evaluate(manifest: dict[str, Any], args: Any) -> dict[str, Any]:
             fell |= terminated & ending
             finished |= ending
             if step % 100 == 0:
-                print(f"evaluate: step {step}/{task.max_episode_length}", file=sys.stderr, flush=True)
+                print(f"evaluate {checkpoint.name}: step {step}/{task.max_episode_length}", file=sys.stderr, flush=True)
+    task.close()
     per_command = []
     for index, command in enumerate(commands.tolist()):
         mine = (env_command == index).to(args.device)
@@ -128,7 +163,7 @@ def evaluate(manifest: dict[str, Any], args: Any) -> dict[str, Any]:
     return {
         "task": run_args["task"],
         "rl_library": run_args["rl_library"],
-        "checkpoint": str(args.checkpoint),
+        "checkpoint": str(checkpoint),
         "num_envs": args.num_envs,
         "seed": args.seed,
         "device": args.device,
