@@ -235,7 +235,8 @@ class TestConfig:
         assert {cell["direction"] for cell in cells if cell["task"] != GO1} == {"at_least"}
         for cell in cells:
             budget = study["parity"]["max_env_steps"][cell["task"]]
-            per_iteration = rollout_length(agent_cfg(cell["task"], cell["rl_library"]), cell["rl_library"]) * 4096
+            envs = study["parity"]["num_envs_per_rank"][cell["task"]]
+            per_iteration = rollout_length(agent_cfg(cell["task"], cell["rl_library"]), cell["rl_library"]) * envs
             assert (cell["iterations"] - 1) * per_iteration * cell["world_size"] < budget
             assert cell["iterations"] * per_iteration * cell["world_size"] >= budget
 
