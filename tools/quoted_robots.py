@@ -84,6 +84,38 @@ def wide_run_quotes(root: Path) -> list[Quote]:
     return quotes
 
 
+def training_throughput_quotes(root: Path) -> list[Quote]:
+    """rsl_rl's Go1 training benchmark at four env counts, 5 interleaved repeats: throughput (median, range) and the
+    median iteration split into rollout and update; the env-only share of the rollout where the runtime benchmark
+    measured the same env count."""
+    physics = {
+        envs: statistics.median(
+            json.loads(path.read_text())["runtime"]["environment_step_timing"]["environment_step_fps"]["mean"]
+            for path in (root / RESULTS / "throughput" / f"e{envs}").glob("repeat*.json")
+        )
+        for envs in (4096, 16384, 32768)
+    }
+    quotes = []
+    for envs in (4096, 8192, 16384, 32768):
+        runtimes = [
+            json.loads(path.read_text())["runtime"]
+            for path in sorted((root / RESULTS / "training_throughput" / f"e{envs}").glob("repeat*.json"))
+        ]
+        rates = [runtime["total_fps"]["mean"] / 1e3 for runtime in runtimes]
+        iteration, rollout, update = (
+            statistics.median(runtime[key]["mean"] for runtime in runtimes)
+            for key in ("iteration_time_s", "collection_time_s", "learning_time_s")
+        )
+        steps = runtimes[0]["steps_per_iteration"]
+        in_physics = f"{100 * steps / physics[envs] / rollout:.0f} %" if envs in physics else "not measured"
+        row = (
+            f"| {envs:,} | {len(rates)} | {statistics.median(rates):,.0f} | {min(rates):,.0f}–{max(rates):,.0f} | "
+            f"{iteration:.3f} | {rollout:.3f} ({100 * rollout / iteration:.0f} %) | {update:.3f} | {in_physics} |"
+        )
+        quotes.append(Quote(ROBOTS_DOC, f"Go1 training throughput at {envs} envs", row))
+    return quotes
+
+
 def robot_quotes(root: Path) -> list[Quote]:
     quotes = evaluation_quotes(root, "Go1", "go1_learning/evaluation.json")
     quotes.append(Quote("README.md", "Go1 evaluation", quotes[0].text))
@@ -114,4 +146,4 @@ def robot_quotes(root: Path) -> list[Quote]:
         medians[envs] = statistics.median(rates) / 1e3
     text = f"{medians[4096]:.2f} M env steps/s at 4096 envs and {medians[16384]:.2f} M at 16 384"
     quotes.append(Quote("README.md", "Go1 runtime throughput", text))
-    return quotes + wide_run_quotes(root)
+    return quotes + wide_run_quotes(root) + training_throughput_quotes(root)
