@@ -160,20 +160,38 @@ def test_resume_checkpoint_of_another_run(command, top_key, inputs, run, needs, 
     assert tree(tmp_path) == before
 
 
-def test_full_disk_is_one_line(tmp_path):
-    """ENOSPC while the run writes (its manifest goes to /dev/full): one line and exit 1, no traceback."""
+def run_on_full_disk(tmp_path: Path, command: str) -> subprocess.CompletedProcess:
+    """Run ``rlscale <command>`` in ``tmp_path`` with the run's manifest going to /dev/full: ENOSPC while it writes."""
     run_dir = tmp_path / "logs" / "rsl_rl" / "Isaac-Cartpole" / "stamp"
     run_dir.mkdir(parents=True)
     (run_dir / ".manifest.json.tmp").symlink_to("/dev/full")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "RLSCALE_RUN_TIMESTAMP": "stamp"}
     env.pop("RLSCALE_INJECT_FAULT", None)
-    result = subprocess.run(
-        [sys.executable, "-m", "rlscale", *shlex.split(TRAIN), "--log_root", "logs", "--num_envs", "4"],
+    return subprocess.run(
+        [sys.executable, "-m", "rlscale", *shlex.split(command), "--log_root", "logs", "--num_envs", "4"],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
     )  # fmt: skip
+
+
+FULL_DISK = "rlscale train: error: No space left on device"
+
+
+def test_full_disk_is_one_line(tmp_path):
+    """ENOSPC while the run writes: one line and exit 1, no traceback."""
+    result = run_on_full_disk(tmp_path, TRAIN)
     lines = result.stderr.splitlines()
     assert (result.returncode, len(lines)) == (1, 1), result.stderr
-    assert lines[0].startswith("rlscale train: error: No space left on device") and "free space there" in lines[0]
+    assert lines[0].startswith(FULL_DISK) and "free space there" in lines[0]
+
+
+def test_full_disk_under_torchrun_is_one_line(tmp_path):
+    """The same on a train_multigpu rank: its line, repeated by the launcher's summary, and exit 1; no traceback from
+    torchrun either, whose report would have nothing to show for a rank that printed its own line."""
+    result = run_on_full_disk(tmp_path, "train_multigpu --task Isaac-Cartpole --device cpu --num_gpus 1")
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr and "ChildFailedError" not in result.stderr, result.stderr
+    assert [line for line in result.stderr.splitlines() if line.startswith(FULL_DISK)], result.stderr
+    assert f"[ERROR] rank 0 exited 1 ({FULL_DISK}" in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize("stop", ["crash", "interrupt"])

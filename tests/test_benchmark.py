@@ -403,7 +403,7 @@ class TestRejections:
             "--task", TASK, "--device", "cpu", "--dry_run", cwd=tmp_path,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr
-        assert "torch.distributed.run" in result.stdout and f"--rl_library {library}" in result.stdout
+        assert "rlscale.launch.torchrun" in result.stdout and f"--rl_library {library}" in result.stdout
         assert list(tmp_path.iterdir()) == []
 
 

@@ -37,7 +37,7 @@ from rlscale.launch.command import WORKER_SCRIPT, parse_launcher_args
 from rlscale.tasks import resolve_task_id
 
 PY = sys.executable
-TORCHRUN = [PY, "-m", "torch.distributed.run", "--nproc_per_node"]
+TORCHRUN = [PY, "-m", "rlscale.launch.torchrun", "--nproc_per_node"]
 SKRL_JAX = [PY, "-m", "skrl.utils.distributed.jax", "--nproc_per_node"]
 RANK0 = ["--local_ranks_filter", "0"]
 """The console filter the launcher adds unless --log_all_ranks or an explicit --local_ranks_filter."""

@@ -29,7 +29,7 @@ from rlscale.launch.torch_gpus import TorchGpus
 SRC = Path(__file__).resolve().parents[1] / "src"
 TWO_GPUS = {"CUDA_VISIBLE_DEVICES": "0,1"}
 TORCH_WITH_TWO_GPUS = TorchGpus("2.13.0", "12.8", 2)
-TORCHRUN = ["python", "-m", "torch.distributed.run", "--nproc_per_node"]
+TORCHRUN = ["python", "-m", "rlscale.launch.torchrun", "--nproc_per_node"]
 SKRL_JAX = ["python", "-m", "skrl.utils.distributed.jax", "--nproc_per_node"]
 TAIL = [WORKER_SCRIPT, "--rl_library", "rsl_rl"]
 TORCHRUN_VALUES = {
@@ -636,7 +636,7 @@ class TestDryRun:
         )
         result = _run_python(code, TWO_GPUS, "-X", "importtime")
         assert result.returncode == 0, result.stderr
-        assert shlex.split(result.stdout)[2] == "torch.distributed.run"
+        assert shlex.split(result.stdout)[2] == "rlscale.launch.torchrun"
         imported = {line.rpartition("|")[2].strip() for line in result.stderr.splitlines() if "import time:" in line}
         assert "rlscale.launch.launcher" in imported  # the import graph is there to check
         heavy = {name for name in imported if name.split(".")[0] in ("torch", "pynvml", "numpy")}

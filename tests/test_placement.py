@@ -154,7 +154,7 @@ class TestLauncher:
         code = cli.main(["train_multigpu", "--task", "Isaac-Cartpole", "--num_gpus", "2", "--dry_run"])
         out, err = capsys.readouterr()
         assert code == 0
-        assert out.count("\n") == 1 and "torch.distributed.run" in out  # stdout stays the command, for the plan rule
+        assert out.count("\n") == 1 and "rlscale.launch.torchrun" in out  # stdout stays the command, for the plan rule
         lines = [line for line in err.splitlines() if "cpu binding" in line]
         assert [line.split(": ")[1] for line in lines] == ["local rank 0", "local rank 1"]
 

@@ -11,6 +11,7 @@ import pytest
 
 from rlscale.dist import STATUS_DIR_ENV, SUPERVISOR_PID_ENV
 from rlscale.launch import worker
+from rlscale.launch.launcher import failed_ranks
 
 
 class BrokenCollective(RuntimeError):
@@ -71,3 +72,20 @@ def test_an_exit_code_is_dated_too(rank_one, monkeypatch):
     with pytest.raises(SystemExit):
         worker.run_rank(lambda _argv: sys.exit(3), [])
     assert json.loads((status_dir / "rank_1.json").read_text()) == {"exit_code": 3, "error": None, "failed_at": 12.5}
+
+
+def test_a_one_line_exit_reaches_the_launchers_summary(rank_one, monkeypatch):
+    """A rank's SystemExit line, which the console shows only for local rank 0, is its error in the launcher's summary
+    (first, as it failed first), and a failure for a peer that fails after it."""
+    status_dir, _ = rank_one
+    monkeypatch.setattr(worker.time, "time", lambda: 12.5)
+    with pytest.raises(SystemExit):
+        worker.run_rank(lambda _argv: sys.exit("rlscale train: error: No space left on device"), [])
+    (status_dir / "rank_0.json").write_text(
+        json.dumps({"exit_code": 1, "error": "RuntimeError: Connection closed by peer", "failed_at": 13.0})
+    )
+    assert failed_ranks(status_dir, 2) == [
+        "rank 1 failed first: exited 1 (rlscale train: error: No space left on device)",
+        "rank 0 exited 1 (RuntimeError: Connection closed by peer)",
+    ]
+    assert worker.peer_failed(status_dir, 0)

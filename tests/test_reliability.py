@@ -208,7 +208,7 @@ class TestNoOrphans:
         job.wait_for(r"\[rlscale\] it 2/50", timeout=60)
         time.sleep(1.0)  # rank 0 is now inside the all-reduce that rank 1 never joins
         names = {" ".join(p.info["cmdline"][1:3]) for p in processes_mentioning(no_leftovers)}
-        assert {"-m rlscale", "-m torch.distributed.run"} <= names, names
+        assert {"-m rlscale", "-m rlscale.launch.torchrun"} <= names, names
         assert len(processes_mentioning(no_leftovers)) >= 4  # launcher, torchrun, two ranks
         job.process.kill()
         killed = time.monotonic()

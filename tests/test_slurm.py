@@ -406,7 +406,7 @@ class TestCancelTwoNodeJob:
         for node in NODES:
             commands = [command for where, command in cancelled.running if where == node]
             assert any("scripts/train.py" in command for command in commands), (node, commands)
-            assert any("torch.distributed.run" in command for command in commands), (node, commands)
+            assert any("rlscale.launch.torchrun" in command for command in commands), (node, commands)
             assert any("launch/worker.py" in command for command in commands), (node, commands)
 
     def test_no_process_left(self, cancelled):

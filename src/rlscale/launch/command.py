@@ -1,9 +1,10 @@
 """Pure resolution of a multi-GPU launch: launcher arguments in, distributed-launcher argv out.
 
-A multi-GPU command is a supervisor that builds one ``torchrun`` (or skrl JAX launcher) command and runs a worker
-script once per rank. :class:`LauncherCfg` describes one such command; ``train_multigpu`` is :data:`TRAIN_MULTIGPU`
-and each ``benchmark <workflow>_multigpu`` comes from :func:`benchmark_launcher_cfg`. Nothing here starts a process or
-imports torch, so ``--dry_run`` stays fast; :mod:`rlscale.launch.supervise` runs the command.
+A multi-GPU command is a supervisor that builds one ``torchrun`` (run through :mod:`rlscale.launch.torchrun`) or skrl
+JAX launcher command and runs a worker script once per rank. :class:`LauncherCfg` describes one such command;
+``train_multigpu`` is :data:`TRAIN_MULTIGPU` and each ``benchmark <workflow>_multigpu`` comes from
+:func:`benchmark_launcher_cfg`. Nothing here starts a process or imports torch, so ``--dry_run`` stays fast;
+:mod:`rlscale.launch.supervise` runs the command.
 """
 
 from __future__ import annotations
@@ -320,7 +321,7 @@ def build_launch_command(
         python_executable: Interpreter for the launcher; defaults to ``sys.executable``.
 
     Returns:
-        ``[python, -m, torch.distributed.run | skrl.utils.distributed.jax, ..., worker, ...]``.
+        ``[python, -m, rlscale.launch.torchrun | skrl.utils.distributed.jax, ..., worker, ...]``.
 
     Raises:
         LaunchError: If ``nproc_per_node`` still needs resolving and cannot be resolved.
@@ -329,7 +330,7 @@ def build_launch_command(
     if not isinstance(nproc, int) and nproc != "gpu":  # torchrun counts the GPUs itself for gpu
         nproc, forwarded = _resolve_ranks(args, forwarded, environ)
     jax = uses_skrl_jax(args, forwarded)
-    module = "skrl.utils.distributed.jax" if jax else "torch.distributed.run"
+    module = "skrl.utils.distributed.jax" if jax else "rlscale.launch.torchrun"
     command = [python_executable or sys.executable, "-m", module, "--nproc_per_node", str(nproc)]
     for name in SKRL_JAX_ARGS if jax else TORCHRUN_ARGS:
         if getattr(args, name) is not None:

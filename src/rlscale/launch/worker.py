@@ -3,8 +3,9 @@
 ``record`` hands a failing rank's traceback to torchrun, which prints it as the root cause even when the console shows
 only local rank 0. skrl's JAX launcher exits 0 whatever its children do, so each rank also leaves its exit status in
 ``$RLSCALE_STATUS_DIR`` for the launcher to read, with the time it failed, so that the launcher's summary names the
-rank that failed first before the symptoms of the others. Each rank also beats for the launcher's hang watchdog
-(:mod:`rlscale.heartbeat`) and stops itself should the launcher die (:mod:`.orphans`).
+rank that failed first before the symptoms of the others, and with its error: an exception, or the one line a
+``SystemExit`` printed, which the console shows only for local rank 0. Each rank also beats for the launcher's hang
+watchdog (:mod:`rlscale.heartbeat`) and stops itself should the launcher die (:mod:`.orphans`).
 
 A rank whose failure follows a peer's (its collective broke when the peer died) waits a moment before it exits, so that
 torchrun names the peer as the root cause: torchrun orders failures by whole-second timestamps, then by when it
@@ -44,6 +45,8 @@ def run_rank(main: Callable[[list[str]], int], argv: list[str]) -> int:
         return status["exit_code"]
     except SystemExit as exit_:
         status["exit_code"] = exit_.code if isinstance(exit_.code, int) else 1
+        if isinstance(exit_.code, str):
+            status["error"] = exit_.code
         raise
     except BaseException as error:
         status["error"] = f"{type(error).__name__}: {error}"

@@ -1,0 +1,50 @@
+"""torchrun through :mod:`rlscale.launch.torchrun`: torchrun's traceback only when a failed rank left one to report."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+
+from rlscale.launch import torchrun
+
+
+def failing_torchrun(monkeypatch, *failures: ProcessFailure) -> None:
+    """Make torchrun's ``main`` fail with ``failures`` (global rank = position)."""
+
+    def main(args):
+        raise ChildFailedError("worker.py", dict(enumerate(failures)))
+
+    monkeypatch.setattr(torchrun.run, "main", main)
+
+
+def without_error_file(exitcode: int) -> ProcessFailure:
+    return ProcessFailure(local_rank=0, pid=1, exitcode=exitcode, error_file="/nonexistent/error.json")
+
+
+def test_a_successful_job_runs_torchrun_with_the_arguments(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torchrun.run, "main", calls.append)
+    assert torchrun.main(["--nproc_per_node", "2", "worker.py"]) is None
+    assert calls == [["--nproc_per_node", "2", "worker.py"]]
+
+
+@pytest.mark.parametrize(("exitcode", "expected"), [(3, 3), (-9, 1)], ids=["exit-code", "signal"])
+def test_no_error_file_exits_quietly_with_the_ranks_code(monkeypatch, exitcode, expected):
+    """The rank printed its own line (or was killed, which torchrun's log line says): no traceback, its exit code."""
+    failing_torchrun(monkeypatch, without_error_file(exitcode))
+    with pytest.raises(SystemExit) as exit_:
+        torchrun.main([])
+    assert exit_.value.code == expected
+
+
+def test_an_error_file_keeps_torchruns_report(monkeypatch, tmp_path):
+    """A crash under ``record`` (rank 1) among one-line exits (rank 0): its traceback is in torchrun's report."""
+    error_file = tmp_path / "error.json"
+    error_file.write_text(json.dumps({"message": "InjectedCrash: on rank 1", "timestamp": 12}))
+    crash = ProcessFailure(local_rank=1, pid=2, exitcode=1, error_file=str(error_file))
+    failing_torchrun(monkeypatch, without_error_file(1), crash)
+    with pytest.raises(ChildFailedError) as raised:
+        torchrun.main([])
+    assert raised.value.failures[1].error_file == str(error_file)
