@@ -30,13 +30,20 @@ def test_a_successful_job_runs_torchrun_with_the_arguments(monkeypatch):
     assert calls == [["--nproc_per_node", "2", "worker.py"]]
 
 
-@pytest.mark.parametrize(("exitcode", "expected"), [(3, 3), (-9, 1)], ids=["exit-code", "signal"])
-def test_no_error_file_exits_quietly_with_the_ranks_code(monkeypatch, exitcode, expected):
-    """The rank printed its own line (or was killed, which torchrun's log line says): no traceback, its exit code."""
-    failing_torchrun(monkeypatch, without_error_file(exitcode))
+def test_no_error_file_exits_quietly_with_the_ranks_code(monkeypatch):
+    """The rank printed its own line: no traceback, its exit code."""
+    failing_torchrun(monkeypatch, without_error_file(3))
     with pytest.raises(SystemExit) as exit_:
         torchrun.main([])
-    assert exit_.value.code == expected
+    assert exit_.value.code == 3
+
+
+def test_a_rank_killed_by_a_signal_keeps_torchruns_report(monkeypatch):
+    """The OOM killer's SIGKILL leaves no error file and no status for the launcher: the report names the signal."""
+    failing_torchrun(monkeypatch, without_error_file(1), without_error_file(-9))
+    with pytest.raises(ChildFailedError) as raised:
+        torchrun.main([])
+    assert "Signal 9 (SIGKILL)" in str(raised.value)
 
 
 def test_an_error_file_keeps_torchruns_report(monkeypatch, tmp_path):

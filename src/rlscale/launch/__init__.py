@@ -1,4 +1,4 @@
-"""Multi-GPU launchers: pure command resolution (:mod:`.command`), the job around it (:mod:`.run`), process-group
+"""Multi-GPU launchers: pure command resolution (:mod:`.command`), the job around it (:mod:`.launcher`), process-group
 supervision (:mod:`.supervise`), torchrun's quiet wrapper (:mod:`.torchrun`) and the per-rank entry point
 (:mod:`.worker`).
 

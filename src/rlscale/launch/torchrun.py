@@ -3,8 +3,10 @@
 When a rank fails, torchrun raises ``ChildFailedError`` and prints it as a traceback with a root-cause report. For a
 rank that ended with a ``SystemExit`` (rlscale's one-line errors: bad input, a full disk) there is nothing to report:
 the rank left no error file (``error_file: <N/A>``), printed its own line, and the launcher's summary names it. So when
-no failed rank left an error file this exits with the first failure's exit code instead; when one did (a crash under
-``record``), the report is kept, since it can be the only place a hidden rank's traceback appears.
+every failed rank exited with a code and left no error file, this exits with the first failure's code instead. The
+report is kept when a rank left an error file (a crash under ``record``: it can be the only place a hidden rank's
+traceback appears) and when a signal killed one (the report names the signal, e.g. the OOM killer's SIGKILL; the rank
+wrote no status for the launcher's summary).
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ def main(args: list[str] | None = None) -> None:
     try:
         run.main(args)
     except ChildFailedError as failed:
-        if any(failure.error_file != _NOT_AVAILABLE for failure in failed.failures.values()):
-            raise
+        failures = failed.failures.values()
+        if any(failure.error_file != _NOT_AVAILABLE or failure.exitcode < 0 for failure in failures):
+            raise  # a negative exit code: killed by that signal
         _, first = failed.get_first_failure()
-        sys.exit(first.exitcode if first.exitcode >= 1 else 1)  # killed by a signal: a negative exit code
+        sys.exit(first.exitcode)
 
 
 if __name__ == "__main__":
