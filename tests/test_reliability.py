@@ -125,6 +125,27 @@ class TestHangWatch:
             "ahead and presumably waiting in a collective: rank 0 (phase update, iteration 2)"
         )
 
+    def test_a_rank_overtaken_by_the_peer_it_waited_for_gets_the_whole_timeout(self, tmp_path, clock):
+        """Rank 0 waits silently in iteration 2's update while rank 1 works 8 s longer (beating); both leave the
+        collective, and rank 1 beats iteration 3 first while rank 0 still logs: rank 0 is now the slowest, but it was
+        waiting until then, so its clock starts there (this once stopped a healthy run on a busy host)."""
+        watch = self.watch(tmp_path, clock)
+        rank0, rank1 = HeartbeatWriter(tmp_path, 0), HeartbeatWriter(tmp_path, 1)
+        rank0.beat("update", 2)
+        rank1.beat("collect", 2)
+        for _ in range(8):
+            assert watch.check() is None
+            clock[0] += 1.0
+            rank1.renew()
+        rank1.beat("collect", 3)
+        clock[0] += 0.5
+        assert watch.check() is None  # rank 0 silent for 8.5 s, last seen waiting 1.5 s ago (the previous check)
+        clock[0] += 5.0
+        assert watch.check() == (
+            "rank 0 made no progress for 6.5 s (phase update, iteration 2); "
+            "ahead and presumably waiting in a collective: rank 1 (phase collect, iteration 3)"
+        )
+
     def test_startup_is_not_timed(self, tmp_path, clock):
         """Nothing is judged while a local rank is in startup or has not beaten at all."""
         watch = self.watch(tmp_path, clock)

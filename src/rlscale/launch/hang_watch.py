@@ -8,7 +8,9 @@ What counts as progress. A rank blocked in a collective writes nothing, yet it i
 for still moves. Data-parallel ranks advance in lock-step, so a rank whose (iteration, phase) is ahead of the slowest
 local rank's is waiting for that rank; only the slowest ranks are judged, and the job has stalled when none of them
 has beaten for ``--hang_timeout`` seconds. A rank waiting for a slow peer thus counts as progressing exactly while
-that peer heartbeats. Ages run on the launcher's monotonic clock from the moment it first saw a heartbeat, so a
+that peer heartbeats, and its clock starts only once it is among the slowest: when the peer it waited for moves past
+it (rank 0 still writing its log after the collective both left), it has the whole timeout to beat again. Ages run on
+the launcher's monotonic clock from the moment it first saw a heartbeat (or saw the rank stop being ahead), so a
 wall-clock step on either side changes nothing.
 
 Startup (imports, building the task and the library, the rendezvous, first CUDA/JIT work before the first rollout)
@@ -36,6 +38,7 @@ class _Seen:
     iteration: int | None
     key: tuple[int, int]
     since: float
+    """When (launcher's clock) the rank was last seen to progress: a new heartbeat, or waiting ahead of the slowest."""
 
     @property
     def position(self) -> tuple[int, int, int]:
@@ -95,6 +98,9 @@ class HangWatch:
         if slowest[0] == 0:  # some local rank is still starting up: nothing is timed yet
             return None
         now = self.clock()
+        for seen in active.values():
+            if seen.position > slowest:  # waiting for the slowest: not timed until it is among them
+                seen.since = now
         behind = {rank: seen for rank, seen in active.items() if seen.position == slowest}
         quiet_s = min(now - seen.since for seen in behind.values())
         if quiet_s <= self.timeout_s:
