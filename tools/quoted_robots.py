@@ -116,6 +116,40 @@ def training_throughput_quotes(root: Path) -> list[Quote]:
     return quotes
 
 
+def brax_anchor_quotes(root: Path) -> list[Quote]:
+    """Brax PPO beside rlscale (results/h200/robots/brax_anchor/): its steady throughput over the completed runs, the
+    time before its first training iteration, its tracking errors, and rlscale's evaluated checkpoints."""
+    anchor = root / RESULTS / "brax_anchor"
+    runs = [json.loads(path.read_text()) for path in sorted((anchor / "throughput").glob("brax_repeat*.json"))]
+    done = [run for run in runs if run["status"] == "completed"]
+    rates = [run["throughput"]["env_steps_per_s"] / 1e3 for run in done]
+    starts = [run["start_to_first_progress_s"] for run in done]
+    text = (
+        f"{len(done)} of {len(runs)} runs completed: a steady {statistics.median(rates):.0f} k env steps/s (range "
+        f"{min(rates):.0f}–{max(rates):.0f} k), after {min(starts):.0f}–{max(starts):.0f} s from process start"
+    )
+    quotes = [Quote(ROBOTS_DOC, "Brax PPO throughput at 8192 envs", text)]
+    brax = json.loads((anchor / "to_target" / "brax_to_target.json").read_text())
+    errors = ", ".join(
+        f"{entry['lin_vel_error']:.3f} m/s at {entry['env_steps'] / 1e6:.1f} M" for entry in brax["tracking"]
+    )
+    quotes.append(Quote(ROBOTS_DOC, "Brax PPO tracking errors", errors))
+    reward = brax["records"][-1]
+    text = f"eval reward {reward['eval_episode_reward']:.1f} at {reward['env_steps'] / 1e6:.1f} M env steps"
+    quotes.append(Quote(ROBOTS_DOC, "Brax PPO eval reward", text))
+    rlscale = anchor / "to_target" / "rlscale_to_target_16384"
+    started = json.loads((rlscale / "start.json").read_text())["process_start_unix_s"]
+    for evaluation in sorted((rlscale / "evaluations").glob("model_*.json"), key=lambda path: int(path.stem[6:])):
+        summary = json.loads(evaluation.read_text())["summary"]
+        since = float(evaluation.with_suffix(".mtime").read_text()) - started
+        row = (
+            f"| {evaluation.stem[6:]} | {since:.0f} | {summary['lin_vel_error_mps']:.3f} | "
+            f"{100 * summary['fall_rate']:.0f} % |"
+        )
+        quotes.append(Quote(ROBOTS_DOC, f"rlscale to-target checkpoint {evaluation.stem}", row))
+    return quotes
+
+
 def robot_quotes(root: Path) -> list[Quote]:
     quotes = evaluation_quotes(root, "Go1", "go1_learning/evaluation.json")
     quotes.append(Quote("README.md", "Go1 evaluation", quotes[0].text))
@@ -146,4 +180,4 @@ def robot_quotes(root: Path) -> list[Quote]:
         medians[envs] = statistics.median(rates) / 1e3
     text = f"{medians[4096]:.2f} M env steps/s at 4096 envs and {medians[16384]:.2f} M at 16 384"
     quotes.append(Quote("README.md", "Go1 runtime throughput", text))
-    return quotes + wide_run_quotes(root) + training_throughput_quotes(root)
+    return quotes + wide_run_quotes(root) + training_throughput_quotes(root) + brax_anchor_quotes(root)
