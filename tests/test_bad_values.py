@@ -258,3 +258,41 @@ def test_a_full_log_root_is_refused_before_launch(command, tmp_path, monkeypatch
     assert stopped.value.code == 2 and len(lines) == 1, lines
     assert f"--log_root logs: no space left in {tmp_path} (4,096 bytes free)" in lines[0]
     assert not (tmp_path / "logs").exists()
+
+
+OOM_PLUGIN = """
+import torch
+from rlscale.tasks import get_spec, register_task
+
+cartpole = get_spec("Isaac-Cartpole")
+
+
+def make(cfg):
+    if cfg.num_envs > 8:  # what the device says when the envs do not fit
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+    return cartpole.task_class(cfg)
+
+
+register_task("Huge-Cartpole", make, cartpole.cfg_class, cartpole.agent_cfg_files, package=cartpole.agent_package)
+"""
+
+
+@pytest.mark.parametrize("launcher", ["train", "train_multigpu --num_gpus 2"])
+def test_envs_the_device_cannot_hold_are_one_line_and_nothing_written(launcher, tmp_path):
+    """A task whose build runs out of device memory: one line naming --num_envs, exit 2, and the run directory this
+    invocation made is taken back (every rank's)."""
+    (tmp_path / "oom_plugin.py").write_text(OOM_PLUGIN)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join((str(tmp_path), *sys.path))}
+    command = f"{launcher} --task oom_plugin:Huge-Cartpole --device cpu --num_envs 16 --log_root logs"
+    result = subprocess.run(
+        [sys.executable, "-m", "rlscale", *shlex.split(command)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    refusal = "rlscale train: error: --num_envs 16: cpu ran out of memory building oom_plugin:Huge-Cartpole"
+    lines = [line for line in result.stderr.splitlines() if line.startswith(refusal)]
+    assert lines and "use fewer envs" in lines[0], result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    if launcher == "train":
+        assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert not (tmp_path / "logs").exists(), sorted(p.name for p in (tmp_path / "logs").rglob("*"))

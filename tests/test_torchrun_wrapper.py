@@ -31,8 +31,8 @@ def test_a_successful_job_runs_torchrun_with_the_arguments(monkeypatch):
 
 
 def test_no_error_file_exits_quietly_with_the_ranks_code(monkeypatch):
-    """The rank printed its own line: no traceback, its exit code."""
-    failing_torchrun(monkeypatch, without_error_file(3))
+    """The rank printed its own line (rank 0), and torchrun stopped the other (SIGTERM): no traceback, rank 0's code."""
+    failing_torchrun(monkeypatch, without_error_file(3), without_error_file(-15))
     with pytest.raises(SystemExit) as exit_:
         torchrun.main([])
     assert exit_.value.code == 3
@@ -40,7 +40,7 @@ def test_no_error_file_exits_quietly_with_the_ranks_code(monkeypatch):
 
 def test_a_rank_killed_by_a_signal_keeps_torchruns_report(monkeypatch):
     """The OOM killer's SIGKILL leaves no error file and no status for the launcher: the report names the signal."""
-    failing_torchrun(monkeypatch, without_error_file(1), without_error_file(-9))
+    failing_torchrun(monkeypatch, without_error_file(-9))
     with pytest.raises(ChildFailedError) as raised:
         torchrun.main([])
     assert "Signal 9 (SIGKILL)" in str(raised.value)

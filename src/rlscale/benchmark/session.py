@@ -24,6 +24,7 @@ from rlscale.benchmark.summary import summary_lines
 from rlscale.benchmark.workflow import Measurement, Workflow, count_compile_as_creation
 from rlscale.dist import RankInfo, global_env_steps, rank_device, rank_info
 from rlscale.paths import one_line_on_full_disk
+from rlscale.run.phases import one_line_if_the_task_does_not_fit
 from rlscale.run.spec import RunSpec
 from rlscale.run.start import resolve_seed
 
@@ -102,6 +103,7 @@ def run_benchmark(
     specs = repeat_specs(spec)
     with (
         one_line_on_full_disk(f"rlscale benchmark {workflow.name}"),
+        one_line_if_the_task_does_not_fit(f"rlscale benchmark {workflow.name}"),
         one_process_group(rank_info().distributed and len(specs) > 1),
     ):
         for repeat, seeded in enumerate(specs):

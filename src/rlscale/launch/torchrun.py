@@ -3,10 +3,10 @@
 When a rank fails, torchrun raises ``ChildFailedError`` and prints it as a traceback with a root-cause report. For a
 rank that ended with a ``SystemExit`` (rlscale's one-line errors: bad input, a full disk) there is nothing to report:
 the rank left no error file (``error_file: <N/A>``), printed its own line, and the launcher's summary names it. So when
-every failed rank exited with a code and left no error file, this exits with the first failure's code instead. The
+no failed rank left an error file and the first one exited with a code, this exits with that code instead. The
 report is kept when a rank left an error file (a crash under ``record``: it can be the only place a hidden rank's
-traceback appears) and when a signal killed one (the report names the signal, e.g. the OOM killer's SIGKILL; the rank
-wrote no status for the launcher's summary).
+traceback appears) and when a signal killed the first (the report names the signal, e.g. the OOM killer's SIGKILL;
+the rank wrote no status for the launcher's summary).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ def main(args: list[str] | None = None) -> None:
     try:
         run.main(args)
     except ChildFailedError as failed:
-        failures = failed.failures.values()
-        if any(failure.error_file != _NOT_AVAILABLE or failure.exitcode < 0 for failure in failures):
-            raise  # a negative exit code: killed by that signal
         _, first = failed.get_first_failure()
-        sys.exit(first.exitcode)
+        left_a_report = any(failure.error_file != _NOT_AVAILABLE for failure in failed.failures.values())
+        if left_a_report or first.exitcode < 0:  # a negative exit code: killed by that signal
+            raise
+        sys.exit(first.exitcode)  # the ranks torchrun then stopped (SIGTERM) are the symptom, not the cause
 
 
 if __name__ == "__main__":

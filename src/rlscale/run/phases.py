@@ -9,8 +9,9 @@ import contextlib
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlscale.device import Device
@@ -80,6 +81,8 @@ class _Run:
     outcome: TrainingOutcome
     fault: Fault | None
     started: float
+    created: Path | None
+    """The outermost folder of the run directory's path that this invocation made (None: it existed before)."""
     sync_checks: list[int] = field(default_factory=list)
     train_started: float = 0.0
 
@@ -109,6 +112,19 @@ class _Run:
             self.fault.trigger_if_due(self.context.rank.rank, iteration, self.context.policy_probe.read)
 
 
+@contextlib.contextmanager
+def one_line_if_the_task_does_not_fit(command: str) -> Iterator[None]:
+    """Turn a task too large for its device (:class:`rlscale.tasks.graph.TaskDoesNotFit`) into one line on stderr and
+    exit code 2, like any other bad value."""
+    from rlscale.tasks.graph import TaskDoesNotFit
+
+    try:
+        yield
+    except TaskDoesNotFit as error:
+        print(f"{command}: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def execute(
     spec: RunSpec,
     *,
@@ -130,11 +146,16 @@ def execute(
     Raises:
         BaseException: whatever training raised, after the manifest recorded the crash.
     """
+    from rlscale.tasks.graph import TaskDoesNotFit
+
     run = prepare(spec)
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         tracked = build_tracked_task(run, on_task_created, on_tracking)
         result, digests = train(run, tracked)
+    except TaskDoesNotFit:
+        discard_run_directory(run)
+        raise
     except KeyboardInterrupt:
         run.manifest.finish("interrupted", iterations=run.outcome.iteration_records())
         run.outcome.wall_time_s = time.perf_counter() - run.started
@@ -176,6 +197,7 @@ def prepare(spec: RunSpec) -> _Run:
         resume = spec.resume_path
         start = adapter.checkpoint_iteration(resume, agent_cfg) if resume else 0
     log_dir = run_dir if rank.is_main else run_dir / f"rank_{rank.rank}"
+    created = next((folder for folder in reversed((log_dir, *log_dir.parents)) if not folder.exists()), None)
     manifest = Manifest(
         log_dir / "manifest.json",
         args=spec.manifest_args(),
@@ -206,7 +228,20 @@ def prepare(spec: RunSpec) -> _Run:
     outcome = TrainingOutcome(
         status="interrupted", context=context, manifest=manifest.data, steps_per_env=adapter.rollout_length(agent_cfg)
     )
-    return _Run(spec, adapter, start, manifest, outcome, fault_from_environment(), started)
+    return _Run(spec, adapter, start, manifest, outcome, fault_from_environment(), started, created)
+
+
+def discard_run_directory(run: _Run) -> None:
+    """Take back what this invocation wrote before its task was built (the manifest), and the folders it made that
+    are empty then; every rank does so for its own, so the last one out removes the shared ones."""
+    if run.created is None:
+        return
+    run.manifest.path.unlink(missing_ok=True)
+    folder = run.manifest.path.parent
+    while folder.is_relative_to(run.created):
+        with contextlib.suppress(OSError):  # not empty: another rank's, still to go
+            folder.rmdir()
+        folder = folder.parent
 
 
 def allow_tf32(device: Device) -> bool:

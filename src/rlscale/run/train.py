@@ -9,7 +9,7 @@ from __future__ import annotations
 from rlscale.device import Device
 from rlscale.paths import one_line_on_full_disk
 from rlscale.run.args import build_parser, parse_command_line
-from rlscale.run.phases import execute
+from rlscale.run.phases import execute, one_line_if_the_task_does_not_fit
 from rlscale.run.rank import isolate_gpu_if_task_asks
 from rlscale.run.spec import RunSpec, spec_from_args, spec_from_environment
 from rlscale.tasks import UnknownTaskError, resolve_task_id
@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
         spec = resolve_own_spec(argv)
     else:  # before anything asks CUDA
         isolate_gpu_if_task_asks(spec.task, spec.device, spec.ml_framework)
-    with one_line_on_full_disk("rlscale train"):
+    with one_line_on_full_disk("rlscale train"), one_line_if_the_task_does_not_fit("rlscale train"):
         outcome = execute(spec)
     if outcome.status == "completed" and outcome.context.rank.is_main:
         digests = outcome.manifest["rank_param_digests"]

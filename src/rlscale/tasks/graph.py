@@ -124,6 +124,16 @@ def graphed_if_possible(task: VecTask, enabled: bool = True) -> VecTask:
     return task
 
 
+class TaskDoesNotFit(Exception):
+    """The device ran out of memory while the task was built: too many envs for it."""
+
+
+def out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` is a device out of memory: torch's CUDA error, or XLA's ``RESOURCE_EXHAUSTED`` (JAX)."""
+    text = str(error)
+    return type(error).__name__ == "OutOfMemoryError" or "RESOURCE_EXHAUSTED" in text or "out of memory" in text
+
+
 def build_task(task_id: str, *, cuda_graph: bool, **cfg_overrides) -> VecTask:
     """The task as rlscale's runs and the peer baselines step it: built from its config, then graphed if possible.
 
@@ -133,8 +143,18 @@ def build_task(task_id: str, *, cuda_graph: bool, **cfg_overrides) -> VecTask:
         task_id: Registered task id.
         cuda_graph: Replay the step as one CUDA graph where the task and device allow it (``not --no_cuda_graph``).
         cfg_overrides: Task config fields (device, seed, num_envs, ...).
+
+    Raises:
+        TaskDoesNotFit: the device ran out of memory building it (or capturing its graph).
     """
-    return graphed_if_possible(make_task(task_id, **cfg_overrides), enabled=cuda_graph)
+    try:
+        return graphed_if_possible(make_task(task_id, **cfg_overrides), enabled=cuda_graph)
+    except Exception as error:
+        if not out_of_memory(error):
+            raise
+        cause = str(error).strip().splitlines()[0][:160] if str(error).strip() else type(error).__name__
+        where = f"--num_envs {cfg_overrides.get('num_envs')}: {cfg_overrides.get('device')} ran out of memory"
+        raise TaskDoesNotFit(f"{where} building {task_id} ({cause}); use fewer envs") from error
 
 
 def env_step_of(task: VecTask) -> str:
