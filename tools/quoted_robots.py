@@ -113,6 +113,9 @@ def training_throughput_quotes(root: Path) -> list[Quote]:
             f"{iteration:.3f} | {rollout:.3f} ({100 * rollout / iteration:.0f} %) | {update:.3f} | {in_physics} |"
         )
         quotes.append(Quote(ROBOTS_DOC, f"Go1 training throughput at {envs} envs", row))
+        if envs == 32768:
+            text = f"rsl_rl trains it at {statistics.median(rates) / 1e3:.2f} M env steps/s at 32 768 envs"
+            quotes.append(Quote("README.md", "Go1 training throughput at 32768 envs", text))
     return quotes
 
 
@@ -129,6 +132,8 @@ def brax_anchor_quotes(root: Path) -> list[Quote]:
         f"{min(rates):.0f}–{max(rates):.0f} k), after {min(starts):.0f}–{max(starts):.0f} s from process start"
     )
     quotes = [Quote(ROBOTS_DOC, "Brax PPO throughput at 8192 envs", text)]
+    text = f"a steady {statistics.median(rates):.0f} k env steps/s at its 8192"
+    quotes.append(Quote("README.md", "Brax PPO throughput at 8192 envs", text))
     brax = json.loads((anchor / "to_target" / "brax_to_target.json").read_text())
     errors = ", ".join(
         f"{entry['lin_vel_error']:.3f} m/s at {entry['env_steps'] / 1e6:.1f} M" for entry in brax["tracking"]
