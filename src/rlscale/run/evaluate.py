@@ -4,8 +4,8 @@ Each env runs one episode (Isaac Lab's ``_PLAY`` settings: no observation noise,
 the envs split evenly among them; an env's result is its episode's mean linear-velocity tracking error
 ``|v_cmd - v|`` over x and y (m/s, base frame), its yaw-rate error, and whether it fell (``base_contact``) before the
 time-out. The run's task, library, agent config and env overrides come from the run directory's ``manifest.json``.
-Several checkpoints of one run are evaluated in one process, one after the other on the same task, so a learning
-curve pays the start (imports, the task's compile) once.
+Several checkpoints of one run are evaluated in one process, one after the other, so a learning curve pays the start
+(imports, the task's compile) once.
 """
 
 from __future__ import annotations
