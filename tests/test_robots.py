@@ -20,6 +20,8 @@ from mjx_support import requires_mjx
 
 from rlscale.tasks import UnknownTaskError, list_tasks, resolve_task_id
 
+pytestmark = pytest.mark.robots  # make test-robots: MJX compiling on the CPU takes minutes
+
 NUM_ENVS = 8
 ROBOTS = ("Rlscale-Go1-Flat", "Rlscale-G1-Flat")
 
