@@ -184,6 +184,22 @@ class TestHostLease:
         (bench_record, _), (train_record, _) = finish(bench, out, "bench"), finish(train, out, "train")
         assert train_record["start"] >= bench_record["end"]
 
+    def test_interrupt_while_waiting_is_one_line(self, tmp_path, lease_env):
+        """Ctrl-C on Snakemake reaches its queued jobs too: a job still waiting for the host exits 130 with one line,
+        no traceback, and its command never runs."""
+        out = tmp_path / "records"
+        out.mkdir()
+        with acquire_host(True, timeout_s=5):
+            proc = start_job("queued", "train", out, lease_env)
+            deadline = time.monotonic() + 60
+            while "waits for the host" not in (line := proc.stderr.readline()) and time.monotonic() < deadline:
+                assert line, "the job exited before waiting"
+            proc.send_signal(signal.SIGINT)
+            _, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + signal.SIGINT
+        assert stderr.strip() == "[study] train interrupted while waiting for its lease: nothing ran"
+        assert not (out / "queued.json").exists()
+
     def test_timeout_names_the_host(self, lease_env):
         """A job that cannot get the host in time fails with a LeaseError instead of waiting forever."""
         with acquire_host(True, timeout_s=5), pytest.raises(LeaseError, match=r"host \(shared\) was not granted"):

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
 
 import pytest
+from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
 from rlscale.launch import torchrun
@@ -55,3 +57,16 @@ def test_an_error_file_keeps_torchruns_report(monkeypatch, tmp_path):
     with pytest.raises(ChildFailedError) as raised:
         torchrun.main([])
     assert raised.value.failures[1].error_file == str(error_file)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_torchrun_exits_as_a_shell_reports_it(monkeypatch, sig):
+    """Ctrl-C or a scheduler's SIGTERM stops the job: 128 + the signal, without torchrun's SignalException traceback."""
+
+    def main(args):
+        raise SignalException(f"Process 1 got signal: {sig}", sigval=sig)
+
+    monkeypatch.setattr(torchrun.run, "main", main)
+    with pytest.raises(SystemExit) as exit_:
+        torchrun.main([])
+    assert exit_.value.code == 128 + sig

@@ -7,6 +7,10 @@ no failed rank left an error file and the first one exited with a code, this exi
 report is kept when a rank left an error file (a crash under ``record``: it can be the only place a hidden rank's
 traceback appears) and when a signal killed the first (the report names the signal, e.g. the OOM killer's SIGKILL;
 the rank wrote no status for the launcher's summary).
+
+A signal to torchrun itself (Ctrl-C, Snakemake or SLURM stopping the job) is no failure to report either: torchrun
+has stopped its workers by then, each rank said it was interrupted, and this exits 128 + the signal, as a shell
+reports it.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import sys
 
 from torch.distributed import run
+from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import _NOT_AVAILABLE, ChildFailedError
 
 
@@ -27,6 +32,8 @@ def main(args: list[str] | None = None) -> None:
         if left_a_report or first.exitcode < 0:  # a negative exit code: killed by that signal
             raise
         sys.exit(first.exitcode)  # the ranks torchrun then stopped (SIGTERM) are the symptom, not the cause
+    except SignalException as stopped:
+        sys.exit(128 + stopped.sigval)
 
 
 if __name__ == "__main__":

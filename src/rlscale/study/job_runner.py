@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -107,7 +108,8 @@ def run_leased(
         before: Called once the lease is held, before ``command`` starts (e.g. to clear the run directory).
 
     Returns:
-        The command's exit code; :data:`GRANT_EXIT_CODE` if the grant is wrong, 1 if no lease can be had.
+        The command's exit code; :data:`GRANT_EXIT_CODE` if the grant is wrong, 1 if no lease can be had, 130 if
+        interrupted (SIGINT) while waiting for it.
     """
     environ = dict(os.environ if environ is None else environ)
     try:
@@ -125,6 +127,9 @@ def run_leased(
     except LeaseError as error:
         print(f"[study] ERROR: {error}", file=sys.stderr, flush=True)
         return 1
+    except KeyboardInterrupt:  # Snakemake stopped with Ctrl-C interrupts its queued jobs too: one line, no traceback
+        print(f"[study] {rule} interrupted while waiting for its lease: nothing ran", file=sys.stderr, flush=True)
+        return 128 + signal.SIGINT
     with host, lease:
         ids = ",".join(lease.gpu_ids) or ("SLURM allocation" if under_slurm and gpus else "none (CPU ranks)")
         hold = "alone" if host.exclusive else "shared"
