@@ -3,6 +3,7 @@ job measuring speed never runs beside another job."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -128,6 +129,17 @@ def start_job(name: str, rule: str, out: Path, env: dict[str, str], hold_s: floa
     return subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
 
 
+@contextlib.contextmanager
+def patch_default_sigint():
+    """Start children with SIGINT's default action, as in a terminal's foreground job (Python then raises
+    KeyboardInterrupt on it), whatever this process inherited."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def finish(proc: subprocess.Popen, out: Path, name: str) -> tuple[dict, str]:
     """Wait for a job started by :func:`start_job`; return its record and its stderr."""
     _, stderr = proc.communicate(timeout=60)
@@ -190,7 +202,9 @@ class TestHostLease:
         out = tmp_path / "records"
         out.mkdir()
         with acquire_host(True, timeout_s=5):
-            proc = start_job("queued", "train", out, lease_env)
+            # Under a shell's background job (`make test &`) SIGINT is ignored, and a child inherits that: restore it.
+            with patch_default_sigint():
+                proc = start_job("queued", "train", out, lease_env)
             deadline = time.monotonic() + 60
             while "waits for the host" not in (line := proc.stderr.readline()) and time.monotonic() < deadline:
                 assert line, "the job exited before waiting"
