@@ -130,7 +130,7 @@ def start_job(name: str, rule: str, out: Path, env: dict[str, str], hold_s: floa
 
 
 @contextlib.contextmanager
-def patch_default_sigint():
+def default_sigint():
     """Start children with SIGINT's default action, as in a terminal's foreground job (Python then raises
     KeyboardInterrupt on it), whatever this process inherited."""
     previous = signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -202,8 +202,7 @@ class TestHostLease:
         out = tmp_path / "records"
         out.mkdir()
         with acquire_host(True, timeout_s=5):
-            # Under a shell's background job (`make test &`) SIGINT is ignored, and a child inherits that: restore it.
-            with patch_default_sigint():
+            with default_sigint():  # a background `make test &` would pass SIGINT down as ignored
                 proc = start_job("queued", "train", out, lease_env)
             deadline = time.monotonic() + 60
             while "waits for the host" not in (line := proc.stderr.readline()) and time.monotonic() < deadline:

@@ -38,7 +38,7 @@ if [ "$status" = 0 ]; then
 fi
 # The study's outputs so far (bundles, manifests, summary, plots), every job's log and Snakemake's records, in one
 # archive (the device tool returns few files); the JAX cache in another.
-tar czf "$out/study_state.tgz" --exclude='*.pt' --exclude='*.pth' --exclude='*.tfevents*' --exclude=jax_cache "results/$study" \
-  "logs/$study" .snakemake/metadata .snakemake/incomplete .snakemake/first_hour_started 2>/dev/null
+tar czf "$out/study_state.tgz" --exclude='*.pt' --exclude='*.pth' --exclude='*.tfevents*' --exclude=jax_cache \
+  "results/$study" "logs/$study" .snakemake/metadata .snakemake/incomplete .snakemake/first_hour_started 2>/dev/null
 tar czf "$out/jax_cache.tgz" "logs/$study/jax_cache" 2>/dev/null
 ls -la "$out"
