@@ -296,3 +296,49 @@ def test_envs_the_device_cannot_hold_are_one_line_and_nothing_written(launcher, 
     if launcher == "train":
         assert len(result.stderr.splitlines()) == 1, result.stderr
     assert not (tmp_path / "logs").exists(), sorted(p.name for p in (tmp_path / "logs").rglob("*"))
+
+
+def test_a_manifest_outlasts_another_ranks_take_back_of_its_folder(tmp_path, monkeypatch):
+    """A rank whose task did not fit takes its empty folders back; one may be the folder another rank has just made
+    for its manifest, before the file is in it. The manifest is written anyway."""
+    from rlscale import manifest
+
+    write_atomic, calls = manifest.write_atomic, []
+
+    def after_a_take_back(path, text):
+        calls.append(path)
+        if len(calls) == 1:
+            path.parent.rmdir()
+        write_atomic(path, text)
+
+    monkeypatch.setattr(manifest, "write_atomic", after_a_take_back)
+    written = manifest.Manifest(tmp_path / "run" / "manifest.json", seed=7)
+    assert len(calls) == 2 and json.loads(written.path.read_text())["seed"] == 7
+
+
+def test_each_rank_takes_back_what_was_missing_when_the_ranks_started(tmp_path, monkeypatch):
+    """Another rank made the run directory while this one was loading its library, and took its own folder back
+    first: this rank, out last, takes back every folder the launch made."""
+    from rlscale import rl
+    from rlscale.dist import RUN_TIMESTAMP_ENV
+    from rlscale.run import phases
+    from rlscale.run.spec import resolve_spec
+
+    monkeypatch.setenv(RUN_TIMESTAMP_ENV, "launch")
+    other_rank = tmp_path / "logs" / "rsl_rl" / "Isaac-Cartpole" / "launch" / "rank_1"
+    load_adapter = rl.load_adapter
+
+    def load_adapter_after_the_other_rank(name):
+        other_rank.mkdir(parents=True)
+        return load_adapter(name)
+
+    monkeypatch.setattr(rl, "load_adapter", load_adapter_after_the_other_rank)
+    spec = resolve_spec(["--task", "Isaac-Cartpole", "--device", "cpu", "--log_root", str(tmp_path / "logs")])
+    threads = torch.get_num_threads()
+    try:
+        run = phases.prepare(spec)
+    finally:
+        torch.set_num_threads(threads)
+    other_rank.rmdir()
+    phases.discard_run_directory(run)
+    assert not (tmp_path / "logs").exists(), sorted(p.name for p in (tmp_path / "logs").rglob("*"))

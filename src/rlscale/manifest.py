@@ -91,6 +91,11 @@ def placement_record() -> dict:
     }
 
 
+# Another rank's take-back (rlscale.run.phases.discard_run_directory) can remove the folder between a write's mkdir and
+# its file; each take-back passes once, so a few attempts outlast them.
+WRITE_ATTEMPTS = 8
+
+
 class Manifest:
     """Accumulates the run's record and rewrites ``manifest.json`` atomically at each change."""
 
@@ -117,5 +122,12 @@ class Manifest:
         self.update(status=status, end_time=utc_now(), **fields)
 
     def write(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(self.path, json.dumps(self.data, indent=2, default=str) + "\n")
+        text = json.dumps(self.data, indent=2, default=str) + "\n"
+        for attempts_left in reversed(range(WRITE_ATTEMPTS)):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                write_atomic(self.path, text)
+                return
+            except FileNotFoundError:  # ranks whose task did not fit take their empty folders back, once each
+                if not attempts_left:
+                    raise

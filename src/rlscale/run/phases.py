@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlscale.device import Device
-from rlscale.dist import collective_timeout
+from rlscale.dist import collective_timeout, rank_info
 from rlscale.faults import Fault, fault_from_environment
 from rlscale.heartbeat import beat
 from rlscale.resume import AUTO
@@ -175,12 +175,19 @@ def execute(
 def prepare(spec: RunSpec) -> _Run:
     """Set up the process (device, threads, collectives), choose the checkpoint and write the starting manifest."""
     started = time.perf_counter()
+    run_dir = run_directory(spec)
+    rank = rank_info()
+    log_dir = run_dir if rank.is_main else run_dir / f"rank_{rank.rank}"
+    # Looked at first, before the library's import and the manifest's git and package queries: the ranks of a launch
+    # start together, so none has made a folder yet, and each one's take-back (discard_run_directory) reaches as high,
+    # whichever rank is out last.
+    created = next((folder for folder in reversed((log_dir, *log_dir.parents)) if not folder.exists()), None)
     from rlscale.manifest import Manifest, device_description
     from rlscale.rl import load_adapter
     from rlscale.rl.common import TrainContext
     from rlscale.rl.dist_compat import use_collective_timeout, use_gloo_for_cpu_ranks
 
-    rank, placed = place_rank(spec.device, spec.cpu_threads)
+    _, placed = place_rank(spec.device, spec.cpu_threads)
     device = str(placed)  # the libraries take the device as text
     tf32 = spec.tf32 and allow_tf32(placed)
     if rank.distributed:
@@ -189,15 +196,12 @@ def prepare(spec: RunSpec) -> _Run:
     adapter = load_adapter(spec.rl_library)
     agent_cfg, seed = spec.agent_cfg, resolve_seed(spec)
     iterations = spec.max_iterations or adapter.default_iterations(agent_cfg)
-    run_dir = run_directory(spec)
     if spec.resume == AUTO:
         resume, start = auto_resume(adapter, run_dir, agent_cfg, spec.ml_framework, iterations, rank.is_main)
         iterations -= start  # the rest of the run's total
     else:
         resume = spec.resume_path
         start = adapter.checkpoint_iteration(resume, agent_cfg) if resume else 0
-    log_dir = run_dir if rank.is_main else run_dir / f"rank_{rank.rank}"
-    created = next((folder for folder in reversed((log_dir, *log_dir.parents)) if not folder.exists()), None)
     manifest = Manifest(
         log_dir / "manifest.json",
         args=spec.manifest_args(),
