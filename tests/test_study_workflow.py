@@ -13,6 +13,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -178,6 +179,33 @@ class TestEndToEnd:
         log = (tiny_study / "logs" / STUDY / "train" / "Isaac-Cartpole-Direct" / "rsl_rl" / "ws2.log").read_text()
         launched = shlex.split(re.search(r"Launching distributed workers with: (.*)", log).group(1))
         assert launched == shlex.split(plan)
+
+    def test_parity_so_far_of_a_finished_study_is_its_parity_tables(self, tiny_study, tmp_path):
+        """tools/parity_so_far.py, given every run, writes the tables the parity_aggregate rule wrote."""
+        results = tiny_study / "results" / STUDY
+        command = [sys.executable, str(ROOT / "tools" / "parity_so_far.py"), str(results), str(tmp_path)]
+        flags = ["--config", CONFIG, CI_OVERLAY, "--device", "cpu"]
+        result = subprocess.run([*command, *flags], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "4 of the plan's 4 parity runs" in result.stdout
+        for name in ("parity.csv", "parity_runs.csv"):
+            pd.testing.assert_frame_equal(pd.read_csv(tmp_path / name), pd.read_csv(results / name))
+
+    def test_another_venv_path_and_a_moved_checkout_rerun_nothing(self, tiny_study, tmp_path):
+        """The finished study is up to date for its venv reached by another path and a copy of the checkout elsewhere:
+        neither path is a param of its jobs, which Snakemake would rerun."""
+        checkout = tmp_path / "moved"
+        checkout.mkdir()
+        for name in ("Snakefile", "workflow", "scripts", "config"):
+            copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy2
+            copy(ROOT / name, checkout / name)
+        (tmp_path / "venv").symlink_to(sys.prefix)
+        python = tmp_path / "venv" / "bin" / Path(sys.executable).name
+        command = [str(python), "-m", "snakemake", "-s", str(checkout / "Snakefile"), "--directory", str(tiny_study)]
+        flags = ["-n", "--configfile", CONFIG, CI_OVERLAY, "--config", "peer_baseline=True"]
+        result = subprocess.run([*command, *flags], capture_output=True, text=True, timeout=120, cwd=tiny_study)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "Nothing to be done" in result.stdout + result.stderr, (result.stdout + result.stderr)[-3000:]
 
     def test_report_shows_plots_with_captions(self, tiny_study):
         """snakemake --report builds an HTML report that embeds the plots (each file's bytes, as a data URI) and their
@@ -397,11 +425,16 @@ class TestSlurmProfile:
 
 class TestLinters:
     def test_snakemake_lint(self, tmp_path):
-        """snakemake --lint finds nothing but the per-rule conda/container advice (this is a pip/venv project)."""
+        """snakemake --lint finds nothing but the per-rule conda/container advice (this is a pip/venv project) and the
+        interpreter and scripts/ named outside params, which is deliberate (common.smk says why)."""
         result = snakemake(tmp_path, "--lint", "--configfile", CONFIG)
         lints = re.findall(r"^\s+\* (.*?):?$", result.stdout + result.stderr, re.MULTILINE)
         assert lints, "lint printed nothing; did it run?"
-        assert set(lints) == {"Specify a conda environment or container for each rule."}
+        assert set(lints) == {
+            "Specify a conda environment or container for each rule.",
+            "Shell command directly uses variable PYTHON from outside of the rule",
+            "Shell command directly uses variable SCRIPTS from outside of the rule",
+        }
 
     def test_snakefmt(self):
         """snakefmt --check passes on the Snakefile and the rules."""

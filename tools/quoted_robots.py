@@ -15,6 +15,7 @@ from quoted_common import Quote
 ROBOTS_DOC = "docs/robots.md"
 RESULTS = Path("results/h200/robots")
 STUDY_TRAINING = Path("results/h200/first_hour/outputs/benchmark/training/Rlscale-Go1-Flat")
+STUDY_PARITY = Path("results/h200/first_hour/second_run/outputs/parity/Rlscale-Go1-Flat/rsl_rl/ws1")
 CONSOLE = re.compile(r"it (\d+)/\d+\s+([\d,]+) steps/s")
 FROM_ITERATION = 10
 """Training throughput leaves the first nine iterations out (startup and the first updates)."""
@@ -82,6 +83,21 @@ def wide_run_quotes(root: Path) -> list[Quote]:
         text = f"at {label} envs: {statistics.median(rates) / 1e3:.0f} k env steps/s"
         quotes.append(Quote(ROBOTS_DOC, f"Go1 rl_games study benchmark at {envs} envs", text))
     return quotes
+
+
+def study_parity_quotes(root: Path) -> list[Quote]:
+    """The one Go1 parity run the one-GPU study's second run completed: when it first tracked within its target."""
+    records = sorted((root / STUDY_PARITY / "lr-none_norm-library").glob("seed*.json"))
+    assert len(records) == 1, records
+    manifest = json.loads(records[0].read_text())
+    first = next(
+        record for record in manifest["iterations"] if record["metrics"]["Metrics/base_velocity/error_vel_xy"] <= 0.25
+    )
+    text = (
+        f"seed 1 at {manifest['num_envs']:,} envs reached the target after ".replace(",", " ")
+        + f"{first['env_steps'] / 1e6:.1f} M env steps, {first['elapsed_s']:.0f} s into the run"
+    )
+    return [Quote(ROBOTS_DOC, "Go1 parity run of the study's second run", text)]
 
 
 def training_throughput_quotes(root: Path) -> list[Quote]:
@@ -185,4 +201,10 @@ def robot_quotes(root: Path) -> list[Quote]:
         medians[envs] = statistics.median(rates) / 1e3
     text = f"{medians[4096]:.2f} M env steps/s at 4096 envs and {medians[16384]:.2f} M at 16 384"
     quotes.append(Quote("README.md", "Go1 runtime throughput", text))
-    return quotes + wide_run_quotes(root) + training_throughput_quotes(root) + brax_anchor_quotes(root)
+    return [
+        *quotes,
+        *wide_run_quotes(root),
+        *study_parity_quotes(root),
+        *training_throughput_quotes(root),
+        *brax_anchor_quotes(root),
+    ]

@@ -20,13 +20,12 @@ rule benchmark:
     resources:
         gpu=rank_gpus,
     params:
-        launcher=launcher("benchmark"),
         args=training_args,
         device=DEVICE,
         log_root=benchmark_log_root,
         output=training_bundle_pattern,
     shell:
-        "{params.launcher} --workflow training --world_size {wildcards.ws} "
+        "{PYTHON} {SCRIPTS}/benchmark.py --workflow training --world_size {wildcards.ws} "
         "--device {params.device} --granted_gpus {resources.gpu} "
         "-- {params.args} --log_root {params.log_root} --output_path {params.output:q} > {log} 2>&1"
 
@@ -52,7 +51,6 @@ rule benchmark_multinode:
         gres=node_gres,
         tasks_per_gpu=0,
     params:
-        launcher=launcher("benchmark"),
         args=training_args,
         device=DEVICE,
         nodes=node_count,
@@ -62,7 +60,7 @@ rule benchmark_multinode:
     shell:
         "{resources.mpi} --ntasks-per-node=1 --cpus-per-task={threads} --gres={resources.gres} "
         "--nodes={params.nodes} --ntasks={params.nodes} "
-        "{params.launcher} --workflow training "
+        "{PYTHON} {SCRIPTS}/benchmark.py --workflow training "
         "--world_size {wildcards.ws} --device {params.device} --nodes {params.nodes} "
         "--rdzv_port {params.rdzv_port} "
         "-- {params.args} --log_root {params.log_root} --output_path {params.output:q} > {log} 2>&1"
@@ -84,12 +82,11 @@ rule benchmark_single_seed:
     resources:
         gpu=rank_gpus,
     params:
-        launcher=launcher("benchmark"),
         args=single_seed_args,
         device=DEVICE,
         log_root=single_seed_log_root,
     shell:
-        "{params.launcher} --workflow {wildcards.workflow} --world_size {wildcards.ws} "
+        "{PYTHON} {SCRIPTS}/benchmark.py --workflow {wildcards.workflow} --world_size {wildcards.ws} "
         "--device {params.device} --granted_gpus {resources.gpu} "
         "-- {params.args} --log_root {params.log_root} --output_path {output.bundle} > {log} 2>&1"
 
@@ -114,7 +111,6 @@ rule benchmark_single_seed_multinode:
         gres=node_gres,
         tasks_per_gpu=0,
     params:
-        launcher=launcher("benchmark"),
         args=single_seed_args,
         device=DEVICE,
         nodes=node_count,
@@ -123,7 +119,7 @@ rule benchmark_single_seed_multinode:
     shell:
         "{resources.mpi} --ntasks-per-node=1 --cpus-per-task={threads} --gres={resources.gres} "
         "--nodes={params.nodes} --ntasks={params.nodes} "
-        "{params.launcher} --workflow {wildcards.workflow} "
+        "{PYTHON} {SCRIPTS}/benchmark.py --workflow {wildcards.workflow} "
         "--world_size {wildcards.ws} --device {params.device} --nodes {params.nodes} "
         "--rdzv_port {params.rdzv_port} "
         "-- {params.args} --log_root {params.log_root} --output_path {output.bundle} > {log} 2>&1"

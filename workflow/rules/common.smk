@@ -69,9 +69,11 @@ SEEDS = STUDY["seeds"]
 TRAIN_SEED = SEEDS[0]
 
 
-def launcher(name):
-    """Command of a thin launcher in scripts/, run by this interpreter (the venv's, whatever PATH holds)."""
-    return f"{sys.executable} {Path(workflow.basedir, 'scripts', name)}.py"
+# The thin launchers in scripts/, run by this interpreter (the venv's, whatever PATH holds). Shell commands name them
+# through these globals, not params: Snakemake reruns a job whose params changed, but its code trigger compares the
+# unformatted command, so a venv made anew or a checkout moved leaves finished jobs finished.
+PYTHON = sys.executable
+SCRIPTS = Path(workflow.basedir, "scripts")
 
 
 def train_envs(task):

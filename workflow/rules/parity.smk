@@ -18,11 +18,10 @@ rule parity:
     resources:
         gpu=rank_gpus,
     params:
-        launcher=launcher("parity"),
         args=parity_args,
         device=DEVICE,
     shell:
-        "{params.launcher} --world_size {wildcards.ws} --device {params.device} "
+        "{PYTHON} {SCRIPTS}/parity.py --world_size {wildcards.ws} --device {params.device} "
         "--granted_gpus {resources.gpu} --output {output.record} "
         "-- {params.args} > {log} 2>&1"
 
@@ -47,7 +46,6 @@ rule parity_multinode:
         gres=node_gres,
         tasks_per_gpu=0,
     params:
-        launcher=launcher("parity"),
         args=parity_args,
         device=DEVICE,
         nodes=node_count,
@@ -55,7 +53,7 @@ rule parity_multinode:
     shell:
         "{resources.mpi} --ntasks-per-node=1 --cpus-per-task={threads} --gres={resources.gres} "
         "--nodes={params.nodes} --ntasks={params.nodes} "
-        "{params.launcher} --world_size {wildcards.ws} "
+        "{PYTHON} {SCRIPTS}/parity.py --world_size {wildcards.ws} "
         "--device {params.device} --nodes {params.nodes} --rdzv_port {params.rdzv_port} "
         "--output {output.record} -- {params.args} > {log} 2>&1"
 

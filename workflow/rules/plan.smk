@@ -12,11 +12,10 @@ rule plan:
         "logs/{study}/plan/{task}/{library}/ws{ws}.log",
     localrule: True
     params:
-        launcher=launcher("plan"),
         launch=plan_launch_args,
         args=train_args,
         visible=plan_visible_gpus,
         device=DEVICE,
     shell:
-        "{params.launcher} --visible_gpus {params.visible} --device {params.device} --output {output} "
+        "{PYTHON} {SCRIPTS}/plan.py --visible_gpus {params.visible} --device {params.device} --output {output} "
         "-- {params.launch} {params.args} > {log} 2>&1"

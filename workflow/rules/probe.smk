@@ -12,10 +12,9 @@ rule probe:
     resources:
         gpu=rank_gpus,
     params:
-        launcher=launcher("probe"),
         device=DEVICE,
     shell:
-        "{params.launcher} --world_size {wildcards.ws} --device {params.device} "
+        "{PYTHON} {SCRIPTS}/probe.py --world_size {wildcards.ws} --device {params.device} "
         "--granted_gpus {resources.gpu} --output {output} > {log} 2>&1"
 
 
@@ -37,13 +36,12 @@ rule probe_multinode:
         gres=node_gres,
         tasks_per_gpu=0,
     params:
-        launcher=launcher("probe"),
         device=DEVICE,
         nodes=node_count,
         rdzv_port=lookup(dpath="rdzv_port", within=STUDY),
     shell:
         "{resources.mpi} --ntasks-per-node=1 --cpus-per-task={threads} --gres={resources.gres} "
         "--nodes={params.nodes} --ntasks={params.nodes} "
-        "{params.launcher} --world_size {wildcards.ws} "
+        "{PYTHON} {SCRIPTS}/probe.py --world_size {wildcards.ws} "
         "--device {params.device} --nodes {params.nodes} --rdzv_port {params.rdzv_port} --output {output} "
         "> {log} 2>&1"

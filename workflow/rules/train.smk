@@ -18,11 +18,10 @@ rule train:
     resources:
         gpu=rank_gpus,
     params:
-        launcher=launcher("train"),
         args=train_args,
         device=DEVICE,
     shell:
-        "{params.launcher} --world_size {wildcards.ws} --device {params.device} "
+        "{PYTHON} {SCRIPTS}/train.py --world_size {wildcards.ws} --device {params.device} "
         "--granted_gpus {resources.gpu} --output {output.manifest} "
         "-- {params.args} > {log} 2>&1"
 
@@ -49,7 +48,6 @@ rule train_multinode:
         gres=node_gres,
         tasks_per_gpu=0,
     params:
-        launcher=launcher("train"),
         args=train_args,
         device=DEVICE,
         nodes=node_count,
@@ -57,6 +55,6 @@ rule train_multinode:
     shell:
         "{resources.mpi} --ntasks-per-node=1 --cpus-per-task={threads} --gres={resources.gres} "
         "--nodes={params.nodes} --ntasks={params.nodes} "
-        "{params.launcher} --world_size {wildcards.ws} "
+        "{PYTHON} {SCRIPTS}/train.py --world_size {wildcards.ws} "
         "--device {params.device} --nodes {params.nodes} --rdzv_port {params.rdzv_port} "
         "--output {output.manifest} -- {params.args} > {log} 2>&1"

@@ -13,13 +13,12 @@ rule validate:
     resources:
         gpu=single_device_gpus,
     params:
-        launcher=launcher("validate"),
         device=DEVICE,
         args=validate_args,
         iterations=lookup(dpath="iterations/validate", within=STUDY),
         gpus=single_device_gpus,
         run_root="results/{study}/validate/{task}/{library}",
     shell:
-        "{params.launcher} --device {params.device} --iterations {params.iterations} --gpus {params.gpus} "
+        "{PYTHON} {SCRIPTS}/validate.py --device {params.device} --iterations {params.iterations} --gpus {params.gpus} "
         "--granted_gpus {resources.gpu} --run_root {params.run_root} --output {output.verdict} "
         "-- {params.args} > {log} 2>&1"

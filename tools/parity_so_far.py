@@ -1,0 +1,57 @@
+"""The parity tables and plots of the runs a study has finished so far, as its ``parity_aggregate`` rule writes them
+once every run is done: for a study stopped part-way, such as results/h200/first_hour/second_run/.
+
+    python tools/parity_so_far.py RESULTS OUT [--config config/config.yaml [OVERLAY ...]] [--device cuda]
+
+RESULTS is the study's ``results/<study>`` folder (or a copy of it); the runs found under its ``parity/`` are matched
+to the cells of the study's plan: its config files merged in order, as ``snakemake --configfile A B`` merges them, and
+``device`` set as the study ran (on CPU the plan leaves the robots out).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import yaml
+from snakemake.utils import update_config
+
+from rlscale.study.config import validated_config
+from rlscale.study.parity import parity_cells
+from rlscale.study.summary import write_parity_outputs
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", type=Path, help="the study's results/<study> folder")
+    parser.add_argument("out", type=Path, help="where parity.csv, parity_runs.csv and the plots go")
+    parser.add_argument("--config", type=Path, nargs="+", default=[ROOT / "config" / "config.yaml"])
+    parser.add_argument("--device", default="cuda", help="the study's device (default: cuda)")
+    args = parser.parse_args()
+    config = {}
+    for path in args.config:
+        update_config(config, yaml.safe_load(path.read_text()))
+    study = validated_config({**config, "device": args.device}, SCHEMA)
+    prefix = f"results/{study['study']}/"
+    cells = parity_cells(study, [entry["name"] for entry in study["libraries"]])
+    finished = [cell for cell in cells if (args.results / cell["path"].removeprefix(prefix)).exists()]
+    if not finished:
+        parser.error(f"{args.results}: none of the plan's {len(cells)} parity runs is there")
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_parity_outputs(
+        records=[args.results / cell["path"].removeprefix(prefix) for cell in finished],
+        cells=finished,
+        tolerance=study["parity"]["tolerance"],
+        checkpoints=study["parity"]["checkpoints"],
+        parity_csv=args.out / "parity.csv",
+        runs_csv=args.out / "parity_runs.csv",
+        plots={name: args.out / f"parity_{name}.png" for name in ("env_steps", "wall_time")},
+    )
+    print(f"{len(finished)} of the plan's {len(cells)} parity runs: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
