@@ -21,6 +21,10 @@ study=$(python3 -c 'import yaml; print(yaml.safe_load(open("config/config.yaml")
 if [ -e .snap/study_state.tgz ] && [ ! -e "results/$study" ]; then
   tar xzf .snap/study_state.tgz && echo "continued from the carried .snap/study_state.tgz"
   [ -e .snap/jax_cache.tgz ] && tar xzf .snap/jax_cache.tgz
+  # The carried metadata (2026-12-02) predates c1e0ecd, which moved the interpreter and script paths from the rules'
+  # params into their shell commands: the params and code triggers would rerun every finished job. Missing outputs
+  # and newer inputs still trigger (a dry run here planned exactly the 33 jobs left); the config is this commit's.
+  snakemake+=(--rerun-triggers mtime input)
 fi
 if [ ! -e ".snakemake/first_hour_started" ]; then
   "${snakemake[@]}" -n > "$out/plan.log" 2>&1
