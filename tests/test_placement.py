@@ -201,9 +201,10 @@ class TestLauncher:
 APPLY = """
 import json, os, sys
 from rlscale.device import CPU
+from rlscale.dist import rank_info
 from rlscale.run.rank import place_rank
 from rlscale.manifest import placement_record
-place_rank(CPU, int(sys.argv[1]) if len(sys.argv) > 1 else None)
+place_rank(rank_info(), CPU, int(sys.argv[1]) if len(sys.argv) > 1 else None)
 print(json.dumps(placement_record()))
 """
 

@@ -187,7 +187,7 @@ def prepare(spec: RunSpec) -> _Run:
     from rlscale.rl.common import TrainContext
     from rlscale.rl.dist_compat import use_collective_timeout, use_gloo_for_cpu_ranks
 
-    _, placed = place_rank(spec.device, spec.cpu_threads)
+    placed = place_rank(rank, spec.device, spec.cpu_threads)
     device = str(placed)  # the libraries take the device as text
     tf32 = spec.tf32 and allow_tf32(placed)
     if rank.distributed:

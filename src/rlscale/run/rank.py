@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from rlscale.device import Device
-from rlscale.dist import CpuShare, RankInfo, collective_timeout, isolate_own_gpu, node_placement, rank_device, rank_info
+from rlscale.dist import CpuShare, RankInfo, collective_timeout, isolate_own_gpu, node_placement, rank_device
 from rlscale.tasks import get_spec
 
 
@@ -47,14 +47,13 @@ def bind_cpus(rank: RankInfo) -> CpuShare | None:
     return share
 
 
-def place_rank(requested_device: Device, cpu_threads: int | None) -> tuple[RankInfo, Device]:
-    """Put this rank on its device (``cuda:{local_rank}``, or the one GPU it sees) and its CPUs, with a thread per CPU
-    (``cpu_threads`` if given; unbound, :func:`default_cpu_threads`).
+def place_rank(rank: RankInfo, requested_device: Device, cpu_threads: int | None) -> Device:
+    """Put this rank (:func:`rlscale.dist.rank_info`) on its device (``cuda:{local_rank}``, or the one GPU it sees) and
+    its CPUs, with a thread per CPU (``cpu_threads`` if given; unbound, :func:`default_cpu_threads`).
 
     Returns:
-        The rank and its torch device.
+        Its torch device.
     """
-    rank = rank_info()
     share = bind_cpus(rank)
     import torch
 
@@ -64,7 +63,7 @@ def place_rank(requested_device: Device, cpu_threads: int | None) -> tuple[RankI
     torch.set_num_threads(cpu_threads or default_threads)
     if device.is_cuda:
         torch.cuda.set_device(torch.device(str(device)))
-    return rank, device
+    return device
 
 
 def join_process_group(rank: RankInfo, device: Device) -> None:

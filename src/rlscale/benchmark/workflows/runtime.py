@@ -51,7 +51,7 @@ def run(measurement: Measurement, spec: RunSpec, rank: RankInfo) -> None:
 
     from rlscale.tasks.graph import build_task
 
-    device = str(place_rank(spec.device, spec.cpu_threads)[1])  # as rlscale train
+    device = str(place_rank(rank, spec.device, spec.cpu_threads))  # as rlscale train
     warmup_steps, num_steps = spec.options["warmup_steps"], spec.options["num_steps"]
     mode = "serialized_synchronized" if spec.options["measure_sync_step"] else "host_return"
     timing = {"environment_step_time_s": None, "environment_step_fps": None, "environment_step_calls": 0}
