@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 from snakemake.utils import update_config
 
-from rlscale.study.config import validated_config
+from rlscale.study.config import StudyConfigError, validated_config
 from rlscale.study.parity import parity_cells
 from rlscale.study.summary import write_parity_outputs
 
@@ -29,12 +29,15 @@ def main() -> None:
     parser.add_argument("results", type=Path, help="the study's results/<study> folder")
     parser.add_argument("out", type=Path, help="where parity.csv, parity_runs.csv and the plots go")
     parser.add_argument("--config", type=Path, nargs="+", default=[ROOT / "config" / "config.yaml"])
-    parser.add_argument("--device", default="cuda", help="the study's device (default: cuda)")
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="the study's device (default: cuda)")
     args = parser.parse_args()
     config = {}
-    for path in args.config:
-        update_config(config, yaml.safe_load(path.read_text()))
-    study = validated_config({**config, "device": args.device}, SCHEMA)
+    try:
+        for path in args.config:
+            update_config(config, yaml.safe_load(path.read_text()))
+        study = validated_config({**config, "device": args.device}, SCHEMA)
+    except (OSError, yaml.YAMLError, StudyConfigError) as error:
+        parser.error(" ".join(str(error).split()))  # a YAML error spans lines
     prefix = f"results/{study['study']}/"
     cells = parity_cells(study, [entry["name"] for entry in study["libraries"]])
     finished = [cell for cell in cells if (args.results / cell["path"].removeprefix(prefix)).exists()]

@@ -93,9 +93,10 @@ def study_parity_quotes(root: Path) -> list[Quote]:
     first = next(
         record for record in manifest["iterations"] if record["metrics"]["Metrics/base_velocity/error_vel_xy"] <= 0.25
     )
+    envs = f"{manifest['num_envs']:,}".replace(",", " ")
     text = (
-        f"seed 1 at {manifest['num_envs']:,} envs reached the target after ".replace(",", " ")
-        + f"{first['env_steps'] / 1e6:.1f} M env steps, {first['elapsed_s']:.0f} s into the run"
+        f"seed {manifest['args']['seed']} at {envs} envs reached the target after {first['env_steps'] / 1e6:.1f} M env "
+        f"steps, {first['elapsed_s']:.0f} s into the run"
     )
     return [Quote(ROBOTS_DOC, "Go1 parity run of the study's second run", text)]
 
