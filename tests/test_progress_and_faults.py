@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ import torch
 from rlscale.faults import Fault, InjectedCrash, parse_fault
 from rlscale.rank_sync import RankDivergence, check_digests
 from rlscale.rl.common import TorchPolicyParameters, parameter_digest
-from rlscale.rl.progress import TrackedTask
+from rlscale.rl.progress import TrackedTask, episode_statistic
 from rlscale.tasks import make_task
 
 
@@ -103,10 +104,28 @@ class TestRankSync:
             check_digests(["a", "b", "a", "c"], iteration=5)
 
 
-def test_nan_means_before_any_episode_ends():
-    """Before any episode ends, the means are NaN rather than a made-up 0."""
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_nan_means_before_any_episode_ends(world_size):
+    """Before any episode ends, the means are NaN rather than a made-up 0, and the progress line shows – for them; its
+    rate is all ranks' steps, labelled so, with each rank's beside it on several."""
     task = make_task("Isaac-Cartpole", num_envs=4)
-    tracked = TrackedTask(task, 2, start_iteration=0, total_iterations=1, stream=None)
+    stream = io.StringIO()
+    tracked = TrackedTask(task, 2, start_iteration=0, total_iterations=1, world_size=world_size, stream=stream)
     tracked.step(torch.zeros(4, 1))
     tracked.finish()
     assert math.isnan(tracked.records[0].mean_return)
+    line = re.fullmatch(
+        r"\[rlscale\] it 1/1  ([\d,]+) steps/s global(?: \(([\d,]+) per rank\))?  return –  ep_len –  ETA \d+s\n",
+        stream.getvalue(),
+    )
+    assert line, stream.getvalue()
+    global_rate, rank_rate = (int(rate.replace(",", "")) if rate else None for rate in line.groups())
+    if world_size == 1:
+        assert rank_rate is None
+    else:
+        assert abs(global_rate - world_size * rank_rate) <= world_size  # each rounded to a whole step/s
+
+
+@pytest.mark.parametrize(("value", "shown"), [(None, "–"), (math.nan, "–"), (42.46, "42.5"), (0.0, "0.0")])
+def test_episode_statistic_shows_a_dash_until_an_episode_ends(value, shown):
+    assert episode_statistic(value, 1) == shown

@@ -175,10 +175,26 @@ class TrackedTask(VecTask):
 
     def _progress_line(self, record: IterationRecord) -> str:
         fps = self.steps_per_iteration_globally / max(record.iteration_s, 1e-9)
+        rate = f"{fps:,.0f} steps/s global"
+        if self.world_size > 1:
+            rate += f" ({fps / self.world_size:,.0f} per rank)"
         recent = self.records[-10:]
         seconds_per_iteration = sum(r.iteration_s for r in recent) / len(recent)
         eta = max(0, self.total_iterations - self._iteration) * seconds_per_iteration
         return (
-            f"[rlscale] it {record.iteration + 1}/{self.total_iterations}  {fps:,.0f} steps/s  "
-            f"return {record.mean_return:.2f}  ep_len {record.mean_episode_length:.1f}  ETA {eta:.0f}s"
+            f"[rlscale] it {record.iteration + 1}/{self.total_iterations}  {rate}  "
+            f"return {episode_statistic(record.mean_return, 2)}  "
+            f"ep_len {episode_statistic(record.mean_episode_length, 1)}  ETA {eta:.0f}s"
         )
+
+
+NO_EPISODE_YET = "–"
+"""What the console shows for an episode statistic before the first episode has ended."""
+
+
+def episode_statistic(value: float | None, decimals: int) -> str:
+    """An episode statistic for the console: ``value`` with ``decimals`` decimals, or :data:`NO_EPISODE_YET` while
+    it has none (NaN in an :class:`IterationRecord`, None in a manifest of a run with no iteration)."""
+    if value is None or math.isnan(value):
+        return NO_EPISODE_YET
+    return f"{value:.{decimals}f}"

@@ -24,10 +24,12 @@ def main(argv: list[str] | None = None) -> int:
     with one_line_on_full_disk("rlscale train"), one_line_if_the_task_does_not_fit("rlscale train"):
         outcome = execute(spec)
     if outcome.status == "completed" and outcome.context.rank.is_main:
+        from rlscale.rl.progress import episode_statistic  # imports torch, which must wait for the GPU's isolation
+
         digests = outcome.manifest["rank_param_digests"]
         print(
             f"[rlscale] completed {outcome.result.iterations_completed} iterations in {outcome.wall_time_s:.1f}s; "
-            f"mean episode length {outcome.manifest['final_mean_episode_length']:.1f}; "
+            f"mean episode length {episode_statistic(outcome.manifest['final_mean_episode_length'], 1)}; "
             f"ranks in sync ({len(digests)}); run directory {outcome.context.log_dir}"
         )
     return outcome.exit_code
