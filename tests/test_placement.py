@@ -18,6 +18,7 @@ from rlscale.launch.launcher import job_environment
 from rlscale.launch.placement import (
     bind_this_process,
     describe_placement,
+    describe_share,
     format_cpu_list,
     parse_cpu_list,
     plan_cpu_shares,
@@ -77,6 +78,20 @@ class TestHostFacts:
     def test_cpu_lists_read_and_written(self, text, cpus):
         assert parse_cpu_list(text) == cpus
         assert format_cpu_list(cpus) == text.strip()
+
+    @pytest.mark.parametrize(
+        ("share", "shown"),
+        [
+            (CpuShare((0,), 1), "CPU 0 (1 thread)"),
+            (CpuShare((0, 1), 2), "CPUs 0-1 (2 threads)"),
+            (CpuShare((0, 2), 2), "CPUs 0,2 (2 threads)"),
+            (CpuShare(tuple(range(16)), 16), "CPUs 0-15 (16 threads)"),
+        ],
+    )
+    def test_a_share_reads_as_its_cpus_then_its_threads(self, share, shown):
+        assert describe_share(share) == shown
+        line = describe_placement(NodePlacement("auto", "nvml", (share,)))
+        assert line == [f"[INFO] cpu binding auto: local rank 0: {shown}; GPU affinity: nvml"]
 
     def test_cores_from_sysfs(self, tmp_path):
         for cpu, siblings in {0: "0,2", 1: "1,3", 2: "0,2", 3: "1,3"}.items():

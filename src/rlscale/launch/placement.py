@@ -155,10 +155,18 @@ def describe_placement(placement: NodePlacement) -> list[str]:
     if not placement.shares:
         return [f"[INFO] cpu binding {placement.binding}: ranks left unbound"]
     return [
-        f"[INFO] cpu binding {placement.binding}: local rank {local_rank}: CPUs {format_cpu_list(share.cpus)}, "
-        f"{share.threads} thread(s) (GPU affinity: {placement.gpu_affinity})"
+        f"[INFO] cpu binding {placement.binding}: local rank {local_rank}: {describe_share(share)}; "
+        f"GPU affinity: {placement.gpu_affinity}"
         for local_rank, share in enumerate(placement.shares)
     ]
+
+
+def describe_share(share: CpuShare) -> str:
+    """``CPU 3 (1 thread)``, ``CPUs 0-15 (16 threads)``, ``CPUs 0,2 (2 threads)``: the thread count in brackets, so
+    that it never reads as one more CPU of the list."""
+    cpus = f"CPU {share.cpus[0]}" if len(share.cpus) == 1 else f"CPUs {format_cpu_list(share.cpus)}"
+    threads = "1 thread" if share.threads == 1 else f"{share.threads} threads"
+    return f"{cpus} ({threads})"
 
 
 def bind_this_process(
