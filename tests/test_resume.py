@@ -384,9 +384,9 @@ class TestResumeRestoresTrainingState:
             np.any(np.asarray(value) != 0) for stats in saved["normalizers"].values() for value in stats.values()
         )
         assert_same_state(loaded["normalizers"], saved["normalizers"], "normalizers")
-        if library == "skrl":  # skrl names periodic checkpoints by the timestep its agent is given
+        if library == "skrl":  # skrl names periodic checkpoints by the timestep its agent is given (best_agent by none)
             rollouts = resume_agent_cfg(library)["agent"]["rollouts"]
-            names = sorted(path.name for path in (tmp_path / "resumed" / "checkpoints").iterdir())
+            names = sorted(path.name for path in (tmp_path / "resumed" / "checkpoints").glob("agent_*"))
             assert names == [f"agent_{iterations * rollouts}{Path(run['checkpoint']).suffix}" for iterations in (4, 5)]
 
     def test_first_update_after_the_resume_continues_the_run(self, resumed_run):

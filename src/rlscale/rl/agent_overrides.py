@@ -22,7 +22,8 @@ DISCOUNT = Interval(gt=0, le=1)
 """gamma: 0 would ignore every reward after the first; above 1 the returns diverge."""
 FRACTION = Interval(ge=0, le=1)
 SKRL_INTERVAL = Annotated[int | Literal["auto"], NON_NEGATIVE]
-"""skrl's write and checkpoint intervals: timesteps, 0 for never, or auto."""
+"""skrl's write and checkpoint intervals: timesteps, 0 for never, or auto (whole iterations, as
+:data:`rlscale.rl.skrl.AUTO_INTERVALS` resolves it)."""
 
 AGENT_RULES: dict[str, dict[str, Any]] = {
     "rsl_rl": {

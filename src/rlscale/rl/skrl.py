@@ -29,6 +29,12 @@ from rlscale.rl.rank_scaling import learning_rate_factor, moments_syncs
 from rlscale.rl.skrl_envs import jax_env, torch_env
 from rlscale.tasks.base import VecTask
 
+AUTO_INTERVALS = {"write_interval": 1, "checkpoint_interval": 50}
+"""Iterations between TensorBoard writes and between checkpoints where the agent config's ``experiment`` says
+``auto``, as rsl_rl and rl_games write (every iteration) and save (their generic configs' 50). skrl's own ``auto``
+(timesteps / 100 and / 10) writes nothing in a run of under 100 timesteps and saves mid-rollout; an explicit value is
+skrl's, in timesteps."""
+
 
 def scale_learning_rate(cfg: dict, factor: float) -> None:
     """Multiply skrl's ``agent.learning_rate``: one rate, or a policy and a value rate."""
@@ -91,13 +97,17 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
     cfg["seed"] = ctx.seed
     cfg["trainer"].update(timesteps=ctx.max_iterations * rollouts, headless=True, disable_progressbar=True)
     cfg["trainer"]["close_environment_at_exit"] = False  # rlscale closes the task itself
-    cfg["agent"]["experiment"].update(directory=str(ctx.log_dir.parent), experiment_name=ctx.log_dir.name)
+    experiment = cfg["agent"]["experiment"]
+    experiment.update(directory=str(ctx.log_dir.parent), experiment_name=ctx.log_dir.name)
+    for key, iterations in AUTO_INTERVALS.items():
+        if experiment.get(key, "auto") == "auto":  # skrl's default is auto too
+            experiment[key] = iterations * rollouts
     scale_learning_rate(cfg, learning_rate_factor(ctx.lr_scaling, ctx.rank.world_size))
     sync_normalizers = ctx.normalizer_sync and ctx.rank.distributed
     if sync_normalizers and ctx.ml_framework == "jax":
         raise ValueError("--sync_normalizer: rlscale syncs skrl's torch preprocessors only; use --ml_framework torch")
     if ctx.checkpoint_interval is not None:
-        cfg["agent"]["experiment"]["checkpoint_interval"] = ctx.checkpoint_interval * rollouts
+        experiment["checkpoint_interval"] = ctx.checkpoint_interval * rollouts
     if ctx.ml_framework == "jax":
         if cfg["agent"].pop("mixed_precision", False):  # skrl's JAX PPO has no such key
             raise ValueError("agent.mixed_precision: skrl's JAX PPO has no mixed precision; use --ml_framework torch")
