@@ -25,3 +25,14 @@ def own_registry(monkeypatch):
     registry.list_tasks()
     for table in ("_REGISTRY", "_ALIASES", "_CLOSEST"):
         monkeypatch.setattr(registry, table, dict(getattr(registry, table)))
+
+
+@pytest.fixture
+def figures():
+    """Figures a test builds; closed afterwards, as pyplot keeps every open figure alive."""
+    import matplotlib.pyplot as plt  # only the tests that draw pay for the import
+
+    built = []
+    yield built
+    for figure in built:
+        plt.close(figure)

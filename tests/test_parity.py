@@ -4,9 +4,11 @@ adapter, and the normalizer sync across two gloo ranks."""
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -27,7 +29,19 @@ from rlscale.study.parity import (
     variant_options,
     variants,
 )
-from rlscale.study.parity_table import first_crossing, parity_table, return_at, run_record, run_table
+from rlscale.study.parity_table import (
+    NOT_REACHED,
+    REACHED,
+    best_value,
+    curve_frame,
+    first_crossing,
+    parity_table,
+    return_at,
+    run_record,
+    run_table,
+)
+from rlscale.study.plots import parity_figures
+from rlscale.study.summary import parity_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -157,6 +171,14 @@ class TestCrossing:
         assert first_crossing(iterations, "Metrics/base_velocity/error_vel_xy", 0.25, "at_most") == (40.0, 4.0)
         assert first_crossing(iterations, "Metrics/base_velocity/error_vel_xy", 0.2, "at_most") == (math.inf, math.inf)
 
+    def test_best_value_in_the_targets_direction(self):
+        """How far a run got: the highest value of its metric, or the lowest for an error; NaN iterations (before an
+        episode ended) count for neither."""
+        errors = [record(10, 1.0, 50, 1, **{"Metrics/error": e}) for e in (math.nan, 0.6, 0.3, 0.4)]
+        assert best_value(errors, "Metrics/error", "at_most") == 0.3
+        assert best_value(errors, "Metrics/error", "at_least") == 0.6
+        assert math.isnan(best_value(errors[:1], "Metrics/error", "at_most"))
+
     def test_return_at_checkpoints(self):
         iterations = [record(100 * (i + 1), i, 10, float(i)) for i in range(4)]
         assert return_at(iterations, 250) == 1.0
@@ -188,20 +210,43 @@ class TestVerdicts:
         assert strict.loc[2, "solves_sooner"] is True
         assert strict.loc[1, "learns_as_well"] is None and strict.loc[1, "wall_time_speedup"] == pytest.approx(1.0)
 
-    def test_not_reached_is_infinite(self):
+    def test_not_reached_has_no_speedup_and_says_how_far_it_got(self):
+        """A world size whose median seed never reached the target is "not reached" (its steps and time inf): it has
+        no wall-time speedup (NaN, never 0) and does not solve sooner; its best value (median over seeds of each
+        run's highest episode length) and the env steps it ran say how far it got."""
         runs = self.runs({1: [2, 3, None], 2: [4, None, None]}, {1: 1.0, 2: 0.5})
         table = parity_table(runs, tolerance=0.2).set_index("world_size")
         assert table.loc[1, "n_reached"] == 2 and table.loc[2, "n_reached"] == 1
         assert table.loc[1, "env_steps_to_target_median"] == 400 and math.isinf(
             table.loc[2, "env_steps_to_target_median"]
         )
+        assert table["outcome"].tolist() == [REACHED, NOT_REACHED]
+        assert math.isnan(table.loc[2, "wall_time_speedup"]) and math.isnan(table.loc[2, "wall_time_speedup_low"])
         assert table.loc[2, "learns_as_well"] is False and table.loc[2, "solves_sooner"] is False
-        assert table.loc[2, "wall_time_speedup"] == 0.0
+        # Seeds of two ranks: one reached 300, two peaked at 100 + 9 (the last of 10 iterations).
+        assert table.loc[2, "best_value"] == 109.0 and table.loc[1, "best_value"] == 300.0
+        assert table.loc[2, "env_steps_run"] == 1000 and table.loc[2, "max_env_steps"] == 1000
+
+    def test_summary_says_not_reached_with_the_budget_to_raise(self):
+        """summary.md shows "not reached" in words where a number would be inf or no speedup, then the budget and best
+        value of each world size that did not reach the target, and which budget to raise."""
+        table = parity_table(self.runs({1: [2, 3, None], 2: [4, None, None]}, {1: 1.0, 2: 0.5}), tolerance=0.2)
+        text = "\n".join(parity_markdown(table, []))
+        row = next(line for line in text.splitlines() if line.startswith("| rsl_rl | lr-none_norm-library | 2 |"))
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert cells[4] == NOT_REACHED and cells[7] == NOT_REACHED  # median env steps and wall time to the target
+        assert cells[12] == NOT_REACHED and cells[13] == "False"  # the speedup, and solves sooner
+        assert (
+            "- rsl_rl, lr-none_norm-library, world size 2: 1 of 3 seeds reached it; the runs ran 1,000 env steps "
+            "(budget 1,000), best mean_episode_length 109 (each run's highest value, median over seeds)." in text
+        )
+        assert f"raise `parity.max_env_steps.{CARTPOLE}` above 1,000" in text
 
     def test_no_verdict_when_one_rank_never_reaches(self):
         table = parity_table(self.runs({1: [None] * 3, 2: [1, 2, 3]}, {1: 1.0, 2: 1.0}), 0.2).set_index("world_size")
-        assert table.loc[2, "learns_as_well"] is None
+        assert table.loc[2, "learns_as_well"] is None and math.isnan(table.loc[2, "env_steps_ratio"])
         assert math.isinf(table.loc[2, "wall_time_speedup"]) and table.loc[2, "solves_sooner"] is True
+        assert table.loc[1, "solves_sooner"] is None
 
     def test_records_must_match_their_cell(self):
         manifest, cell = run(2, 1, 3, 1.0)
@@ -210,6 +255,68 @@ class TestVerdicts:
             run_record(manifest, {**cell, "world_size": 1}, [1.0])
         with pytest.raises(ValueError, match="not completed"):
             run_record({**manifest, "status": "interrupted"}, cell, [1.0])
+
+
+class TestParityFigures:
+    def test_target_metric_target_line_and_reach_markers(self, figures):
+        """Each world size's line is the median over seeds of the target's metric (episode length here, not the
+        return); the target is a horizontal line; a marker on it sits where the world size reached it (parity.csv's
+        median), none where it did not, whose legend says so with its best value."""
+        crossings = {1: [2, 3], 2: [None, None]}
+        pairs = [
+            run(ws, seed, crossing, 1.0 / ws) for ws, seeds in crossings.items() for seed, crossing in enumerate(seeds)
+        ]
+        manifests, cells = [m for m, _ in pairs], [c for _, c in pairs]
+        table = parity_table(run_table(manifests, cells, [1.0]), tolerance=0.2)
+        built = parity_figures(curve_frame(manifests, cells), table)
+        figures.extend(built.values())
+        axis = next(axis for axis in built["env_steps"].axes if axis.get_visible())
+        assert axis.get_ylabel() == "mean episode length" and axis.get_title() == f"{CARTPOLE}, rsl_rl\n{BASE_VARIANT}"
+        lines = {line.get_label(): line for line in axis.get_lines()}
+        one = lines["world size 1 (2 seeds): reached at 350 steps"]  # median of 300 and 400
+        two = lines["world size 2 (2 seeds): not reached, best 109 in 1k steps"]
+        # One rank's seed 0 is at the target (300) from its 3rd iteration (env steps 300) on, seed 1 from its 4th, at
+        # 102 before it: halfway to the 4th, 201. At env steps 100 both are at their first episode length, 100.
+        grid, median = one.get_xdata(), one.get_ydata()
+        assert (grid[0], median[0]) == (100.0, 100.0) and median[-1] == 300.0
+        assert np.interp(350.0, grid, median) == pytest.approx((300.0 + 201.0) / 2)
+        assert two.get_ydata().tolist() == pytest.approx(np.linspace(100.0, 109.0, 100).tolist())
+        target = lines["target ≥ 290"]
+        assert list(target.get_ydata()) == [290.0, 290.0]
+        markers = [line for line in axis.get_lines() if line.get_marker() == "o"]
+        assert [(list(m.get_xdata()), list(m.get_ydata())) for m in markers] == [([350.0], [290.0])]
+        assert list(lines["budget 1k steps"].get_xdata()) == [1000.0, 1000.0]
+        wall = next(axis for axis in built["wall_time"].axes if axis.get_visible())
+        wall_markers = [line for line in wall.get_lines() if line.get_marker() == "o"]
+        assert [list(m.get_xdata()) for m in wall_markers] == [[3.5]]  # one rank: 1 s per iteration, median 3.5
+
+    @pytest.mark.parametrize("tasks", [1, 2, 4])
+    def test_titles_and_ticks_fit(self, tasks, figures):
+        """At one, two and four panels, with long names (rl_games, a variant above one rank) and env steps in the
+        millions, every title lies inside the figure and no two x tick labels overlap."""
+        manifests, cells = [], []
+        for index, ws in itertools.product(range(tasks), (1, 2)):
+            manifest, cell = run(ws, 1, 3, 1.0 / ws)
+            knobs = {"lr_scaling": "linear" if ws > 1 else "none", "normalizer_sync": ws > 1}
+            names = {"task": f"{CARTPOLE}-{index}", "rl_library": "rl_games"}
+            manifest["args"] |= {**names, **knobs}
+            cell |= {**names, **knobs, "variant": variant_name(*knobs.values()), "max_env_steps": 80e6}
+            for iteration in manifest["iterations"]:
+                iteration["env_steps"] *= 80_000
+            manifests.append(manifest)
+            cells.append(cell)
+        table = parity_table(run_table(manifests, cells, [1.0]), tolerance=0.2)
+        for figure in parity_figures(curve_frame(manifests, cells), table).values():
+            figures.append(figure)
+            figure.canvas.draw()
+            shown = [axis for axis in figure.axes if axis.get_visible()]
+            for title in [*figure.texts, *(axis.title for axis in shown)]:  # figure.texts: the suptitle
+                box = title.get_window_extent()
+                assert figure.bbox.x0 <= box.x0 and box.x1 <= figure.bbox.x1, title.get_text()
+            for axis in shown:
+                ticks = [label for label in axis.get_xticklabels() if label.get_text()]
+                boxes = [label.get_window_extent() for label in ticks]
+                assert all(a.x1 < b.x0 for a, b in itertools.pairwise(boxes)), [label.get_text() for label in ticks]
 
 
 class TestConfig:

@@ -5,20 +5,15 @@ from __future__ import annotations
 import json
 import math
 
-import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
 from rlscale.benchmark.bundle import validation_errors
-from rlscale.study.aggregate import (
-    RECORD_COLUMNS,
-    IncompatibleBundlesError,
-    learning_curves,
-    load_bundles,
-    scaling_table,
-)
+from rlscale.study import summary
+from rlscale.study.aggregate import RECORD_COLUMNS, IncompatibleBundlesError, load_bundles, scaling_table
 from rlscale.study.plots import learning_curves_figure, scaling_figures
-from rlscale.study.summary import markdown_table, write_study_outputs
+from rlscale.study.summary import ENV_ONLY_LABEL, markdown_table, other_bundles_table, write_study_outputs
+from rlscale.study.train_runs import train_curves
 
 CSV_COLUMNS = [
     "task", "rl_library", "ml_framework", "num_envs_per_rank", "world_size", "n_runs", "global_fps_median",
@@ -148,6 +143,26 @@ def record(**overrides) -> dict:
         "global_fps": 100.0,
     }
     return {**base, **overrides}
+
+
+def train_manifest(world_size: int, returns: tuple[float | None, ...], start: int = 0, num_envs: int = 64) -> dict:
+    """The manifest of a ``train`` run whose iterations from ``start`` on had ``returns``: 16 steps per env, so
+    iteration k ends at (k + 1) × 16 × ``num_envs`` × ``world_size`` global env steps."""
+    steps = 16 * num_envs * world_size
+    iterations = [
+        {"iteration": start + k, "env_steps": (start + k + 1) * steps, "elapsed_s": 0.5 * (k + 1), "mean_return": value}
+        for k, value in enumerate(returns)
+    ]
+    return {
+        "status": "completed",
+        "args": {"ml_framework": "torch", "seed": 1},
+        "num_envs": num_envs,
+        "start_iteration": start,
+        "iterations_completed": start + len(returns),
+        "final_mean_return": returns[-1],
+        "wall_time_s": 1.0,
+        "iterations": iterations,
+    }
 
 
 class TestSyntheticBundles:
@@ -315,69 +330,95 @@ class TestIncompatibleBundles:
         assert scaling_table(frame)["efficiency"].tolist() == pytest.approx([1.0, 0.95])
 
 
-class TestLearningCurves:
-    def test_env_steps_accumulate_globally(self):
-        """Iteration i of a 2-rank run with 64 envs and 16 steps per env sits at (i + 1) × 2048 global env steps."""
-        curves = learning_curves([make_bundle(1000.0, 2, rewards=(1.0, 2.5))])
-        assert curves["env_steps"].tolist() == [2048, 4096]
-        assert curves["mean_return"].tolist() == [1.0, 2.5]
+class TestTrainCurves:
+    def test_one_row_per_iteration_of_each_train_run(self):
+        """Each train run's iterations with their global env steps and returns (NaN where no episode ended), filed
+        under the run's task, library and world size; a resumed run's rows start where it resumed."""
+        cells = [{"task": "T", "library": "skrl", "world_size": size} for size in (1, 2)]
+        curves = train_curves([train_manifest(1, (None, 1.0)), train_manifest(2, (2.5,), start=3)], cells)
+        assert curves["world_size"].tolist() == [1, 1, 2] and set(curves["rl_library"]) == {"skrl"}
+        assert curves["env_steps"].tolist() == [1024, 2048, 4 * 2048]
+        assert math.isnan(curves["mean_return"].iloc[0]) and curves["mean_return"].tolist()[1:] == [1.0, 2.5]
+        assert curves["start_iteration"].tolist() == [0, 0, 3] and curves["num_envs_per_rank"].tolist() == [64] * 3
 
-    def test_missing_returns_are_nan(self):
-        """An iteration in which no episode ended (null in the bundle) is NaN, not zero."""
-        bundle = make_bundle(1000.0)
-        bundle["learning"]["reward"]["series_per_iter"] = [None, 1.0]
-        assert math.isnan(learning_curves([bundle])["mean_return"].iloc[0])
+
+def write_outputs(tmp_path, bundles: list[dict], others: list[dict], manifests: list[dict]) -> dict:
+    """Run the aggregate rule's function on these training bundles, startup/runtime bundles and train manifests (one
+    per world size from 1, Isaac-Cartpole-Direct with rsl_rl); return its output paths."""
+    paths, other_paths, manifest_paths = [], [], []
+    for name, items, listed in (("training", bundles, paths), ("other", others, other_paths)):
+        for index, bundle in enumerate(items):
+            listed.append(tmp_path / f"{name}{index}.json")
+            listed[-1].write_text(json.dumps(bundle))
+    for index, manifest in enumerate(manifests):
+        manifest_paths.append(tmp_path / f"manifest{index}.json")
+        manifest_paths[-1].write_text(json.dumps(manifest))
+    out = {name: tmp_path / "out" / name for name in ("s.csv", "t.png", "e.png", "l.png", "summary.md")}
+    write_study_outputs(
+        study="unit",
+        device="cpu",
+        device_reason="device: auto chose cpu with the cpu_fallback sizes: no GPU visible (NVML)",
+        training_bundles=[str(path) for path in paths],
+        training_cells=[cell_of(bundle) for bundle in bundles],
+        other_bundles=[str(path) for path in other_paths],
+        train_manifests=[str(path) for path in manifest_paths],
+        train_cells=[
+            {"task": "Isaac-Cartpole-Direct", "library": "rsl_rl", "world_size": size}
+            for size in range(1, len(manifests) + 1)
+        ],
+        scaling_csv=out["s.csv"],
+        throughput_plot=out["t.png"],
+        efficiency_plot=out["e.png"],
+        learning_plot=out["l.png"],
+        summary=out["summary.md"],
+    )
+    return out
 
 
 class TestStudyOutputs:
     def test_writes_csv_plots_and_summary(self, tmp_path):
         """The aggregate rule's function writes a CSV equal to the table, three PNGs and a summary with the table."""
         bundles = [make_bundle(1000.0, 1), make_bundle(1600.0, 2), make_bundle(900.0, 2, seed=2)]
-        paths = []
-        for index, bundle in enumerate(bundles):
-            paths.append(tmp_path / f"training{index}.json")
-            paths[-1].write_text(json.dumps(bundle))
-        (tmp_path / "runtime.json").write_text(json.dumps(make_bundle(1.0, 2, workflow="runtime")))
-        manifest = tmp_path / "manifest.json"
-        manifest.write_text(json.dumps({"iterations_completed": 3, "final_mean_return": 2.0, "wall_time_s": 1.0}))
-        out = {name: tmp_path / "out" / name for name in ("s.csv", "t.png", "e.png", "l.png", "summary.md")}
-        write_study_outputs(
-            study="unit",
-            device="cpu",
-            device_reason="device: auto chose cpu with the cpu_fallback sizes: no GPU visible (NVML)",
-            training_bundles=[str(path) for path in paths],
-            training_cells=[cell_of(bundle) for bundle in bundles],
-            other_bundles=[str(tmp_path / "runtime.json")],
-            train_manifests=[str(manifest)],
-            train_cells=[{"task": "T", "library": "rsl_rl", "world_size": 1}],
-            scaling_csv=out["s.csv"],
-            throughput_plot=out["t.png"],
-            efficiency_plot=out["e.png"],
-            learning_plot=out["l.png"],
-            summary=out["summary.md"],
-        )
+        out = write_outputs(tmp_path, bundles, [make_bundle(1.0, 2, workflow="runtime")], [train_manifest(1, (2.0,))])
         written = pd.read_csv(out["s.csv"])
         assert list(written.columns) == CSV_COLUMNS
         assert written["efficiency"].tolist() == pytest.approx([1.0, 1250 / 2000])  # median(1600, 900) = 1250
         for name in ("t.png", "e.png", "l.png"):
             assert out[name].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        summary = out["summary.md"].read_text()
-        assert "| Isaac-Cartpole-Direct | rsl_rl | 64 | 2 | 2 | 1,250 |" in summary
-        assert "| 1 [1–1] |" in summary  # The 1-rank row: its speedup, quoted as median [low–high].
+        text = out["summary.md"].read_text()
+        assert "| Isaac-Cartpole-Direct | rsl_rl | 64 | 2 | 2 | 1,250 |" in text
+        assert "| 1 [1–1] |" in text  # The 1-rank row: its speedup, quoted as median [low–high].
         # Efficiency at 2 ranks: 1250 / 2000, between the ranges' 900 / 1000 / 2 and 1600 / 1000 / 2; one 1-rank seed
         # and two 2-rank seeds cover the medians with 0 × 0.5, which the summary says.
-        assert "| 0.625 [0.45–0.8] (0.0%) |" in summary
-        assert "runtime" in summary and "rank0" in summary
-        assert "Why: device: auto chose cpu with the cpu_fallback sizes: no GPU visible (NVML)." in summary
+        assert "| 0.625 [0.45–0.8] (0.0%) |" in text
+        assert "runtime" in text and "rank0" in text
+        assert "Why: device: auto chose cpu with the cpu_fallback sizes: no GPU visible (NVML)." in text
 
+    def test_startup_table_names_each_library(self, tmp_path):
+        """summary.md's startup/runtime table has a library column: one startup row per library, the runtime row
+        (which steps the task alone) says it had none."""
+        others = [
+            make_bundle(1.0, 2, workflow="startup", library="rsl_rl"),
+            make_bundle(1.0, 2, workflow="startup", library="skrl"),
+            make_bundle(1.0, 2, workflow="runtime"),
+        ]
+        table = other_bundles_table(others)
+        assert table["library"].tolist() == ["rsl_rl", "skrl", ENV_ONLY_LABEL]
+        text = write_outputs(tmp_path, [make_bundle(1000.0, 1)], others, [])["summary.md"].read_text()
+        assert "| workflow | task | library | world_size |" in text
+        assert "| startup | Isaac-Cartpole-Direct | skrl | 2 | 64 | rank0 |" in text
 
-@pytest.fixture
-def figures():
-    """Figures a test builds; closed afterwards, as pyplot keeps every open figure alive."""
-    built = []
-    yield built
-    for figure in built:
-        plt.close(figure)
+    def test_learning_curves_are_the_train_runs(self, tmp_path, monkeypatch):
+        """learning_curves.png draws the train runs' manifests (their iterations' returns and global env steps), not
+        the training benchmarks' short runs."""
+        drawn = []
+        monkeypatch.setattr(summary, "plot_learning_curves", lambda curves, path: drawn.append(curves))
+        bundles = [make_bundle(1000.0, 1, rewards=(1.0, 2.0, 3.0)), make_bundle(1800.0, 2, rewards=(1.0, 2.0, 3.0))]
+        write_outputs(tmp_path, bundles, [], [train_manifest(1, (10.0, 20.0, 30.0, 40.0)), train_manifest(2, (50.0,))])
+        (curves,) = drawn
+        assert curves["world_size"].tolist() == [1, 1, 1, 1, 2]
+        assert curves["mean_return"].tolist() == [10.0, 20.0, 30.0, 40.0, 50.0]
+        assert curves["env_steps"].tolist() == [1024, 2048, 3072, 4096, 2048]
 
 
 def panels(figure) -> dict[str, object]:
@@ -440,29 +481,32 @@ class TestPlots:
         assert axis.get_xlabel() == "world size (GPUs)" and axis.get_ylabel() == "efficiency vs N × single rank"
 
     def test_learning_curves_one_line_per_world_size(self, figures):
-        """One panel per library, at its largest per-rank env count; one line per world size, the median over seeds
-        of the return against global env steps."""
-        bundles = [
-            make_bundle(1000.0, 1, rewards=(1.0, 2.0, 3.0)),
-            make_bundle(1000.0, 2, seed=1, rewards=(2.0, 4.0, 6.0)),
-            make_bundle(1000.0, 2, seed=2, rewards=(4.0, 6.0, 8.0)),
-            make_bundle(1000.0, 2, num_envs=32, rewards=(9.0, 9.0, 9.0)),  # a smaller env count: not drawn
-            make_bundle(1000.0, 1, library="skrl", rewards=(5.0, 5.0, 5.0)),
+        """One panel per task and library; in it one line per world size, the train run's return against global env
+        steps; a resumed run's line says where it resumed."""
+        cells = [
+            {"task": "Isaac-Cartpole-Direct", "library": library, "world_size": size}
+            for library, size in (("rsl_rl", 1), ("rsl_rl", 2), ("skrl", 1))
         ]
-        figure = learning_curves_figure(learning_curves(bundles))
+        manifests = [
+            train_manifest(1, (1.0, 2.0, 3.0)),
+            train_manifest(2, (6.0, 8.0), start=1),
+            train_manifest(1, (5.0,)),
+        ]
+        figure = learning_curves_figure(train_curves(manifests, cells))
         figures.append(figure)
         by_title = panels(figure)
         assert sorted(by_title) == [
-            "Isaac-Cartpole-Direct, rsl_rl, 64 envs/rank",
-            "Isaac-Cartpole-Direct, skrl, 64 envs/rank",
+            "Isaac-Cartpole-Direct\nrsl_rl, 64 envs/rank",
+            "Isaac-Cartpole-Direct\nskrl, 64 envs/rank",
         ]
-        axis = by_title["Isaac-Cartpole-Direct, rsl_rl, 64 envs/rank"]
+        axis = by_title["Isaac-Cartpole-Direct\nrsl_rl, 64 envs/rank"]
         lines = {line.get_label(): line for line in axis.get_lines()}
-        assert sorted(lines) == ["world size 1", "world size 2"]
+        assert sorted(lines) == ["world size 1", "world size 2, resumed at iteration 1"]
         assert lines["world size 1"].get_xdata().tolist() == [1024, 2048, 3072]  # 64 envs x 16 steps per iteration
-        assert lines["world size 2"].get_xdata().tolist() == [2048, 4096, 6144]
-        assert lines["world size 2"].get_ydata().tolist() == [3.0, 5.0, 7.0]
+        assert lines["world size 1"].get_ydata().tolist() == [1.0, 2.0, 3.0]
+        assert lines["world size 2, resumed at iteration 1"].get_xdata().tolist() == [4096, 6144]
         assert (axis.get_xlabel(), axis.get_ylabel()) == ("global env steps", "mean episode return")
+        assert [axis.xaxis.get_major_formatter()(value, 0) for value in (0, 1500, 2e6)] == ["0", "1.5k", "2M"]
 
 
 class TestMarkdownTable:

@@ -229,33 +229,6 @@ def _speedup_intervals(frame: pd.DataFrame, table: pd.DataFrame) -> list[tuple[f
     return bounds
 
 
-def learning_curves(bundles: Sequence[Mapping]) -> pd.DataFrame:
-    """Return one row per bundle and iteration: the mean return against the global env steps collected so far.
-
-    Uses ``learning.reward.series_per_iter`` and ``learning.env_steps_per_iter`` (else
-    ``runtime.steps_per_iteration``), both global. Bundles without a learning section are skipped.
-    """
-    rows = []
-    for bundle in bundles:
-        learning = bundle.get("learning") or {}
-        series = (learning.get("reward") or {}).get("series_per_iter") or []
-        steps = learning.get("env_steps_per_iter") or (bundle.get("runtime") or {}).get("steps_per_iteration")
-        if not series or not steps:
-            continue
-        record = bundle_record(bundle)
-        for iteration, value in enumerate(series):
-            rows.append(
-                {
-                    **{key: record[key] for key in (*CELL, "seed")},
-                    "iteration": iteration,
-                    "env_steps": (iteration + 1) * int(steps),
-                    "mean_return": math.nan if value is None else float(value),
-                }
-            )
-    columns = [*CELL, "seed", "iteration", "env_steps", "mean_return"]
-    return pd.DataFrame.from_records(rows, columns=columns)
-
-
 def library_label(rl_library: str, ml_framework: str) -> str:
     """Name of a library line in plots and tables: ``skrl (jax)`` for a non-torch framework."""
     return rl_library if ml_framework == "torch" else f"{rl_library} ({ml_framework})"

@@ -1,11 +1,12 @@
-"""Parity results from the runs' records: per run, the global env steps and wall time to the target and the return
-at fixed fractions of the budget; per world size, their medians and spread, the wall-time speedup over one rank and
-the "learns as well" verdict.
+"""Parity results from the runs' records: per run, the global env steps and wall time to the target, the best value
+of the target's metric and the return at fixed fractions of the budget; per world size, their medians and spread,
+whether it reached the target, the wall-time speedup over one rank and the "learns as well" verdict.
 
 A run's record is its rank-0 manifest, whose ``iterations`` hold every iteration's global ``env_steps``, ``elapsed_s``
 (wall time since training started), ``mean_return``, ``mean_episode_length`` and the task's ``metrics``. A run that
 never reaches its target within the budget counts as ``inf`` steps and seconds: medians over seeds stay defined, and
-a median of ``inf`` means most seeds did not reach it.
+a median of ``inf`` means most seeds did not reach it: the world size's ``outcome`` is then :data:`NOT_REACHED`, and
+no speedup is computed for it.
 """
 
 from __future__ import annotations
@@ -27,12 +28,15 @@ COMPARISON_COLUMNS = [
 """Columns of ``parity.csv`` that compare a row with one rank (see :func:`parity_table`)."""
 PARITY_COLUMNS = [
     *GROUP,
-    *("num_envs_per_rank", "metric", "target", "direction", "max_env_steps", "n_runs", "n_reached"),
+    *("num_envs_per_rank", "metric", "target", "direction", "max_env_steps", "n_runs", "n_reached", "outcome"),
+    *("best_value", "env_steps_run"),
     *("env_steps_to_target_median", "env_steps_to_target_min", "env_steps_to_target_max"),
     *("wall_time_to_target_median_s", "wall_time_to_target_min_s", "wall_time_to_target_max_s"),
     *COMPARISON_COLUMNS,
 ]
 """Columns of ``parity.csv``, in order."""
+REACHED, NOT_REACHED = "reached", "not reached"
+"""``outcome`` of a world size whose median run reached the target within the budget, and of one whose did not."""
 
 
 def metric_values(iterations: Sequence[Mapping], metric: str) -> list[float]:
@@ -40,6 +44,15 @@ def metric_values(iterations: Sequence[Mapping], metric: str) -> list[float]:
     if metric in ("mean_return", "mean_episode_length"):
         return [float(record[metric]) for record in iterations]
     return [float((record.get("metrics") or {}).get(metric, math.nan)) for record in iterations]
+
+
+def best_value(iterations: Sequence[Mapping], metric: str, direction: str = "at_least") -> float:
+    """How far a run got: its metric's highest value (``direction`` ``at_most``: lowest) over its iterations, NaN when
+    no iteration has one (no episode ever ended)."""
+    values = [value for value in metric_values(iterations, metric) if not math.isnan(value)]
+    if not values:
+        return math.nan
+    return max(values) if direction == "at_least" else min(values)
 
 
 def first_crossing(
@@ -94,6 +107,7 @@ def run_record(manifest: Mapping, cell: Mapping, checkpoints: Sequence[float], p
         "reached": math.isfinite(env_steps),
         "env_steps_to_target": env_steps,
         "wall_time_to_target_s": wall_time,
+        "best_value": best_value(iterations, cell["metric"], cell["direction"]),
         "iterations": len(iterations),
         "env_steps": last.get("env_steps"),
         "wall_time_s": last.get("elapsed_s"),
@@ -123,11 +137,15 @@ def parity_table(runs: pd.DataFrame, tolerance: float) -> pd.DataFrame:
     """``parity.csv``: per task × library × variant × world size, the env steps and wall time to the target (median
     over seeds, min and max), and the comparison with the same task and library at one rank.
 
+    * ``outcome``: :data:`REACHED` when the median seed reached the target, else :data:`NOT_REACHED`; with it how far
+      the runs got: ``best_value``, the median over seeds of each run's best value of the target's metric, and
+      ``env_steps_run``, the global env steps they ran (the budget, rounded up to whole iterations).
     * ``env_steps_ratio``: median env steps of N ranks over those of one rank; ``learns_as_well`` is
       ``env_steps_ratio <= 1 + tolerance`` (None when one rank's median never reached the target).
     * ``wall_time_speedup``: one rank's median wall time to the target over N ranks'; ``_low`` and ``_high`` pair the
-      extremes (one rank's fastest seed with N ranks' slowest, and the reverse). ``solves_sooner`` is
-      ``wall_time_speedup > 1`` (None when neither median reached the target).
+      extremes (one rank's fastest seed with N ranks' slowest, and the reverse); each is NaN where N ranks' time is
+      ``inf`` (not reached: no speedup) and ``inf`` where only one rank's is. ``solves_sooner`` is
+      ``wall_time_speedup > 1``, False when N ranks did not reach the target and one rank did, None when neither did.
     """
     if runs.empty:
         return pd.DataFrame(columns=PARITY_COLUMNS)
@@ -143,6 +161,9 @@ def parity_table(runs: pd.DataFrame, tolerance: float) -> pd.DataFrame:
                 },
                 "n_runs": len(group),
                 "n_reached": int(group["reached"].sum()),
+                "outcome": REACHED if np.isfinite(np.median(group["env_steps_to_target"])) else NOT_REACHED,
+                "best_value": float(group["best_value"].median()),
+                "env_steps_run": float(group["env_steps"].max()),
                 **_spread(group["env_steps_to_target"], "env_steps_to_target"),
                 **_spread(group["wall_time_to_target_s"], "wall_time_to_target", "_s"),
             }
@@ -155,11 +176,10 @@ def parity_table(runs: pd.DataFrame, tolerance: float) -> pd.DataFrame:
 
 
 def _ratio(numerator: float, denominator: float) -> float:
-    """``numerator / denominator`` with ``inf / inf`` NaN, ``x / inf`` 0 and ``inf / x`` inf."""
-    if math.isinf(numerator) and math.isinf(denominator):
-        return math.nan
+    """``numerator / denominator`` with ``x / inf`` NaN (the denominator's runs did not reach the target: no ratio to
+    speak of, never 0) and ``inf / x`` inf."""
     if math.isinf(denominator):
-        return 0.0
+        return math.nan
     return numerator / denominator if denominator else math.nan
 
 
@@ -173,6 +193,7 @@ def _compare(row: pd.Series, single: pd.DataFrame, tolerance: float) -> dict:
     baseline = row["world_size"] == 1
     steps_ratio = _ratio(row["env_steps_to_target_median"], one["env_steps_to_target_median"])
     speedup = _ratio(one["wall_time_to_target_median_s"], row["wall_time_to_target_median_s"])
+    reached, one_reached = (math.isfinite(r["wall_time_to_target_median_s"]) for r in (row, one))
     return {
         "env_steps_ratio": steps_ratio,
         "learns_as_well": None
@@ -181,21 +202,27 @@ def _compare(row: pd.Series, single: pd.DataFrame, tolerance: float) -> dict:
         "wall_time_speedup": speedup,
         "wall_time_speedup_low": _ratio(one["wall_time_to_target_min_s"], row["wall_time_to_target_max_s"]),
         "wall_time_speedup_high": _ratio(one["wall_time_to_target_max_s"], row["wall_time_to_target_min_s"]),
-        "solves_sooner": None if baseline or math.isnan(speedup) else bool(speedup > 1),
+        "solves_sooner": None if baseline or not (reached or one_reached) else reached and bool(speedup > 1),
     }
 
 
+CURVE_COLUMNS = ["task", "rl_library", "variant", "world_size", "seed", "metric", "env_steps", "elapsed_s", "value"]
+"""Columns of :func:`curve_frame`."""
+
+
 def curve_frame(manifests: Sequence[Mapping], cells: Sequence[Mapping]) -> pd.DataFrame:
-    """Every run's mean return per iteration against global env steps and wall time, one row per iteration."""
-    rows = [
-        {
-            **{key: cell[key] for key in ("task", "rl_library", "variant", "world_size", "seed")},
-            "env_steps": record["env_steps"],
-            "elapsed_s": record["elapsed_s"],
-            "mean_return": record["mean_return"],
-        }
-        for manifest, cell in zip(manifests, cells, strict=True)
-        for record in manifest["iterations"]
-    ]
-    columns = ["task", "rl_library", "variant", "world_size", "seed", "env_steps", "elapsed_s", "mean_return"]
-    return pd.DataFrame.from_records(rows, columns=columns)
+    """Every run's value of its target's metric per iteration (``value``, NaN before an episode ended) against
+    global env steps and wall time, one row per iteration."""
+    rows = []
+    for manifest, cell in zip(manifests, cells, strict=True):
+        iterations = manifest["iterations"]
+        for record, value in zip(iterations, metric_values(iterations, cell["metric"]), strict=True):
+            rows.append(
+                {
+                    **{key: cell[key] for key in ("task", "rl_library", "variant", "world_size", "seed", "metric")},
+                    "env_steps": record["env_steps"],
+                    "elapsed_s": record["elapsed_s"],
+                    "value": value,
+                }
+            )
+    return pd.DataFrame.from_records(rows, columns=CURVE_COLUMNS)

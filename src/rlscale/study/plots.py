@@ -1,5 +1,5 @@
-"""Figures of a study (matplotlib, Agg): throughput and efficiency against GPU count, learning curves, and the parity
-runs' return against global env steps and wall time.
+"""Figures of a study (matplotlib, Agg): throughput and efficiency against GPU count, the train runs' learning curves,
+and the parity runs' target metric against global env steps and wall time.
 
 The ``*_figure(s)`` functions build the figures (tests read what they draw); the ``plot_*`` functions write them.
 """
@@ -7,6 +7,7 @@ The ``*_figure(s)`` functions build the figures (tests read what they draw); the
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -16,24 +17,28 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 from rlscale.study.aggregate import library_label  # noqa: E402
+from rlscale.study.parity_table import NOT_REACHED  # noqa: E402
 
 PANEL_SIZE = (4.5, 3.4)
 """Width and height of one subplot, in inches."""
+TITLE_CHARACTERS_PER_INCH = 10
+"""About how many characters of a figure's title (12 pt) fit in an inch: a longer title wraps instead of being cut."""
 
 
-def _panels(keys: list[tuple], title: str):
-    """Return a figure with one subplot per key (at most three per row) and the axes, keyed."""
+def _panels(keys: list[tuple], title: str, height: float = PANEL_SIZE[1]):
+    """Return a figure with one subplot per key (at most three per row), each ``height`` inches high, and the axes,
+    keyed."""
     columns = min(3, max(1, len(keys)))
     rows = max(1, math.ceil(len(keys) / columns))
-    figure, axes = plt.subplots(
-        rows, columns, figsize=(PANEL_SIZE[0] * columns, PANEL_SIZE[1] * rows), squeeze=False, constrained_layout=True
-    )
+    width = PANEL_SIZE[0] * columns
+    figure, axes = plt.subplots(rows, columns, figsize=(width, height * rows), squeeze=False, constrained_layout=True)
     flat = list(axes.flat)
     for axis in flat[len(keys) :]:
         axis.set_visible(False)
-    figure.suptitle(title)
+    figure.suptitle(textwrap.fill(title, int(width * TITLE_CHARACTERS_PER_INCH)))
     return figure, dict(zip(keys, flat, strict=False))
 
 
@@ -87,26 +92,38 @@ def scaling_figures(table: pd.DataFrame, device_label: str = "GPUs") -> dict[str
     return figures
 
 
-def learning_curves_figure(curves: pd.DataFrame) -> Figure:
-    """The mean return against global env steps, one line per world size (median over seeds).
+def count_label(value: float) -> str:
+    """A count (env steps) to 3 significant digits with a k/M/G suffix: short enough for ticks and legends."""
+    for suffix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.3g}"
 
-    One panel per task and library, each at the largest per-rank env count the study ran, so that the lines differ
-    only in world size.
-    """
+
+def _steps_axis(axis) -> None:
+    """An x axis of global env steps: few ticks, each a short count (1.5M), not a shared offset."""
+    axis.xaxis.set_major_locator(MaxNLocator(nbins=5))
+    axis.xaxis.set_major_formatter(FuncFormatter(lambda value, _: count_label(value)))
+    axis.set_xlabel("global env steps")
+
+
+def learning_curves_figure(curves: pd.DataFrame) -> Figure:
+    """The ``train`` runs' mean return against global env steps (:func:`rlscale.study.train_runs.train_curves`), one
+    panel per task and library, one line per world size; a run resumed from a checkpoint starts where it resumed."""
     keys = sorted(curves.groupby(["task", "rl_library", "ml_framework"]).groups) if len(curves) else []
-    figure, axes = _panels(keys or [("no learning curves",)], "Learning curves (median over seeds)")
+    figure, axes = _panels(keys or [("no train runs",)], "Learning curves of the train runs")
     for (task, library, framework), axis in axes.items() if keys else ():
         panel = curves[
             (curves["task"] == task) & (curves["rl_library"] == library) & (curves["ml_framework"] == framework)
         ]
-        panel = panel[panel["num_envs_per_rank"] == panel["num_envs_per_rank"].max()]
         for world_size, line in panel.groupby("world_size"):
-            median = line.groupby("env_steps")["mean_return"].median()
-            axis.plot(median.index, median.to_numpy(), label=f"world size {world_size}")
-        axis.set_xlabel("global env steps")
+            start = int(line["start_iteration"].iloc[0])
+            resumed = f", resumed at iteration {start}" if start else ""
+            axis.plot(line["env_steps"], line["mean_return"], label=f"world size {world_size}{resumed}")
+        _steps_axis(axis)
         axis.set_ylabel("mean episode return")
-        num_envs = panel["num_envs_per_rank"].max()
-        axis.set_title(f"{task}, {library_label(library, framework)}, {num_envs} envs/rank", fontsize=10)
+        envs = ", ".join(str(count) for count in sorted(panel["num_envs_per_rank"].unique()))
+        axis.set_title(f"{task}\n{library_label(library, framework)}, {envs} envs/rank", fontsize=10)
         axis.grid(True, alpha=0.3)
         axis.legend(fontsize=8)
     return figure
@@ -114,52 +131,95 @@ def learning_curves_figure(curves: pd.DataFrame) -> Figure:
 
 PARITY_AXES = {"env_steps": ("env_steps", "global env steps"), "wall_time": ("elapsed_s", "wall time since start (s)")}
 """Parity figures: their curve column on the x axis, and its label."""
+PARITY_PANEL_HEIGHT = 4.4
+"""Height of a parity subplot, in inches: its legend (a line per world size, the target and the budget) sits below
+it, off the curves."""
+REACH_COLUMNS = {"env_steps": "env_steps_to_target_median", "wall_time": "wall_time_to_target_median_s"}
+"""Per parity figure, the ``parity.csv`` column whose value marks where a world size reached the target."""
+
+
+def metric_label(metric: str) -> str:
+    """A target's metric as an axis names it: a record field in words, a task's ``Metrics/<name>`` as it is."""
+    return metric if "/" in metric else metric.replace("_", " ")
 
 
 def seed_band(runs: pd.DataFrame, x: str, points: int = 100) -> tuple[np.ndarray, ...]:
-    """Median, min and max over seeds of the mean return, each seed's curve interpolated on a common grid of ``x``
-    (where every seed has values: from the latest first point to the earliest last one)."""
-    curves = [seed.dropna(subset=["mean_return"]).sort_values(x) for _, seed in runs.groupby("seed")]
+    """Median, min and max over seeds of the target's metric (``value``), each seed's curve interpolated on a common
+    grid of ``x`` (where every seed has values: from the latest first point to the earliest last one)."""
+    curves = [seed.dropna(subset=["value"]).sort_values(x) for _, seed in runs.groupby("seed")]
     curves = [curve for curve in curves if len(curve)]
     if not curves:
         return (np.array([]),) * 4
     grid = np.linspace(max(c[x].iloc[0] for c in curves), min(c[x].iloc[-1] for c in curves), points)
-    values = np.array([np.interp(grid, c[x], c["mean_return"]) for c in curves])
+    values = np.array([np.interp(grid, c[x], c["value"]) for c in curves])
     return grid, np.median(values, axis=0), values.min(axis=0), values.max(axis=0)
 
 
-def parity_figures(curves: pd.DataFrame) -> dict[str, Figure]:
-    """The parity runs' mean return against global env steps and against wall time, keyed as :data:`PARITY_AXES`.
+def _reach_label(row: pd.Series, name: str) -> str:
+    """Where a world size reached the target in a parity figure's legend, or how far it got if it did not."""
+    if row["outcome"] == NOT_REACHED:
+        return f"not reached, best {row['best_value']:.3g} in {count_label(row['env_steps_run'])} steps"
+    reach = row[REACH_COLUMNS[name]]
+    return f"reached at {count_label(reach)} steps" if name == "env_steps" else f"reached at {reach:.3g} s"
+
+
+def parity_figures(curves: pd.DataFrame, table: pd.DataFrame) -> dict[str, Figure]:
+    """The parity runs' value of their target's metric against global env steps and against wall time, keyed as
+    :data:`PARITY_AXES`.
+
+    Args:
+        curves: Every run's iterations (:func:`rlscale.study.parity_table.curve_frame`).
+        table: ``parity.csv`` of those runs (:func:`rlscale.study.parity_table.parity_table`).
 
     One panel per task, library and variant above one rank, one line per world size (the median over seeds) in a
     band from the seeds' min to max; one rank's runs (one variant) are drawn in each panel of their task and library.
+    The target is a dashed line; a marker on it is where each world size reached it (its median over seeds, as in
+    ``parity.csv``), and the legend says where, or that it was not reached and how far it got. The env-steps figure
+    marks the budget with a dotted line.
     """
     above = curves[curves["world_size"] > 1] if len(curves) else curves
     keys = sorted(set(zip(above["task"], above["rl_library"], above["variant"], strict=True))) if len(above) else []
     if not keys and len(curves):  # one rank only: a panel per task and library
         keys = sorted(set(zip(curves["task"], curves["rl_library"], curves["variant"], strict=True)))
+    rows = table.set_index(["task", "rl_library", "variant", "world_size"]).sort_index() if len(table) else table
     figures = {}
     for name, (x, xlabel) in PARITY_AXES.items():
-        figure, axes = _panels(keys or [("no parity runs",)], f"Parity: return against {xlabel.split(' (')[0]}")
+        title = f"Parity: each task's target metric against {xlabel}"
+        figure, axes = _panels(keys or [("no parity runs",)], title, PARITY_PANEL_HEIGHT)
         for (task, library, variant), axis in axes.items() if keys else ():
             mine = (curves["task"] == task) & (curves["rl_library"] == library)
             panel = curves[mine & ((curves["variant"] == variant) | (curves["world_size"] == 1))]
+            target = rows.loc[(task, library, variant)].iloc[0]
             for world_size, runs in panel.groupby("world_size"):
+                row = rows.loc[(task, library, runs["variant"].iloc[0], world_size)]
                 grid, median, low, high = seed_band(runs, x)
-                (line,) = axis.plot(grid, median, label=f"world size {world_size} ({runs['seed'].nunique()} seeds)")
+                label = f"world size {world_size} ({runs['seed'].nunique()} seeds): {_reach_label(row, name)}"
+                (line,) = axis.plot(grid, median, label=label)
                 axis.fill_between(grid, low, high, color=line.get_color(), alpha=0.2)
-            axis.set_xlabel(xlabel)
-            axis.set_ylabel("mean episode return")
-            axis.set_title(f"{task}, {library}, {variant}", fontsize=10)
+                if row["outcome"] != NOT_REACHED:
+                    reach = ([row[REACH_COLUMNS[name]]], [row["target"]])
+                    axis.plot(*reach, marker="o", linestyle="none", color=line.get_color(), markeredgecolor="black")
+            reached = "≤" if target["direction"] == "at_most" else "≥"
+            goal = f"target {reached} {target['target']:g}"
+            axis.axhline(target["target"], color="grey", linestyle="--", linewidth=1, label=goal)
+            if name == "env_steps":
+                budget = f"budget {count_label(target['max_env_steps'])} steps"
+                axis.axvline(target["max_env_steps"], color="grey", linestyle=":", linewidth=1, label=budget)
+                _steps_axis(axis)
+            else:
+                axis.xaxis.set_major_locator(MaxNLocator(nbins=5))
+                axis.set_xlabel(xlabel)
+            axis.set_ylabel(metric_label(target["metric"]))
+            axis.set_title(f"{task}, {library}\n{variant}", fontsize=10)
             axis.grid(True, alpha=0.3)
-            axis.legend(fontsize=8)
+            axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
         figures[name] = figure
     return figures
 
 
-def plot_parity(curves: pd.DataFrame, paths: dict[str, Path]) -> None:
+def plot_parity(curves: pd.DataFrame, table: pd.DataFrame, paths: dict[str, Path]) -> None:
     """Write :func:`parity_figures` to PNG files, keyed as :data:`PARITY_AXES`."""
-    for name, figure in parity_figures(curves).items():
+    for name, figure in parity_figures(curves, table).items():
         _save(figure, paths[name])
 
 

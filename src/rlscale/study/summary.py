@@ -12,16 +12,10 @@ import pandas as pd
 
 from rlscale.benchmark.stats import CONFIDENCE
 from rlscale.benchmark.workflow import PHASES as STARTUP_PHASES
-from rlscale.study.aggregate import (
-    bundle_record,
-    learning_curves,
-    library_label,
-    load_bundles,
-    read_bundle,
-    scaling_table,
-)
-from rlscale.study.parity_table import curve_frame, parity_table, run_table
+from rlscale.study.aggregate import bundle_record, library_label, load_bundles, read_bundle, scaling_table
+from rlscale.study.parity_table import NOT_REACHED, curve_frame, parity_table, run_table
 from rlscale.study.plots import plot_learning_curves, plot_parity, plot_scaling
+from rlscale.study.train_runs import train_curves, train_table
 
 
 def _format(value: object) -> str:
@@ -55,18 +49,25 @@ def evidence_level(n_runs: int) -> str:
     return "exploration" if n_runs < 3 else "regression screening"
 
 
+ENV_ONLY_LABEL = "none (env only)"
+"""The library column of a runtime bundle: the runtime benchmark steps the task without an RL library."""
+
+
 def other_bundles_table(bundles: Sequence[Mapping]) -> pd.DataFrame:
-    """Startup and runtime bundles: rank 0's own values (``workload_scope: rank0``), never global rates."""
+    """Startup and runtime bundles, one row each with its library: rank 0's own values (``workload_scope: rank0``),
+    never global rates."""
     rows = []
     for bundle in bundles:
         record = bundle_record(bundle)
         runtime = bundle.get("runtime") or {}
         startup = runtime.get("startup_time_s") or {}
         step = (runtime.get("environment_step_timing") or {}).get("environment_step_fps") or {}
+        library = record["rl_library"]
         rows.append(
             {
                 "workflow": record["workflow"],
                 "task": record["task"],
+                "library": library_label(library, record["ml_framework"]) if library else ENV_ONLY_LABEL,
                 "world_size": record["world_size"],
                 "num_envs_per_rank": record["num_envs_per_rank"],
                 "scope": record["workload_scope"],
@@ -77,28 +78,11 @@ def other_bundles_table(bundles: Sequence[Mapping]) -> pd.DataFrame:
     return pd.DataFrame.from_records(rows)
 
 
-def train_table(manifests: Sequence[Mapping], cells: Sequence[Mapping]) -> pd.DataFrame:
-    """One row per ``train`` run: its final return and episode length, wall time, and where its checkpoint is."""
-    rows = []
-    for manifest, cell in zip(manifests, cells, strict=True):
-        rows.append(
-            {
-                **cell,
-                "iterations": manifest.get("iterations_completed"),
-                "final_mean_return": manifest.get("final_mean_return"),
-                "final_mean_episode_length": manifest.get("final_mean_episode_length"),
-                "wall_time_s": manifest.get("wall_time_s"),
-                "checkpoint": manifest.get("checkpoint"),
-            }
-        )
-    return pd.DataFrame.from_records(rows)
-
-
 PARITY_SHOWN = {
     "rl_library": "library",
     "variant": "variant",
     "world_size": "world size",
-    "n_reached": "reached",
+    "n_reached": "seeds reached",
     "env_steps_to_target_median": "env steps to target (median)",
     "env_steps_to_target_min": "steps min",
     "env_steps_to_target_max": "steps max",
@@ -111,18 +95,67 @@ PARITY_SHOWN = {
     "solves_sooner": "solves sooner",
 }
 """Columns of ``parity.csv`` that ``summary.md`` shows, with their headings."""
+TO_TARGET = [
+    *("env_steps_to_target_median", "env_steps_to_target_min", "env_steps_to_target_max"),
+    *("wall_time_to_target_median_s", "wall_time_to_target_min_s", "wall_time_to_target_max_s", "env_steps_ratio"),
+]
+"""Shown columns that are ``inf`` where runs did not reach the target."""
+
+
+def _is_inf(value: object) -> bool:
+    """Whether a cell of ``parity.csv`` is an infinite number (cells may be words, booleans or None)."""
+    return isinstance(value, float) and math.isinf(value)
+
+
+def parity_cells(rows: pd.DataFrame) -> pd.DataFrame:
+    """A task's rows of ``parity.csv`` as ``summary.md`` shows them: :data:`PARITY_SHOWN`, with words where a number
+    would mislead: "not reached" for an infinite step count or time to the target (and its ratio), and for the speedup
+    of a world size that did not reach it; "1 rank not reached" for a speedup over one rank that did not."""
+    shown = rows[list(PARITY_SHOWN)].astype(object)
+    for column in TO_TARGET:
+        shown[column] = [NOT_REACHED if _is_inf(value) else value for value in shown[column]]
+    shown["wall_time_speedup"] = [
+        NOT_REACHED if outcome == NOT_REACHED else "1 rank not reached" if _is_inf(speedup) else speedup
+        for outcome, speedup in zip(rows["outcome"], rows["wall_time_speedup"], strict=True)
+    ]
+    return shown.rename(columns=PARITY_SHOWN)
+
+
+def not_reached_lines(task: str, rows: pd.DataFrame) -> list[str]:
+    """Per world size of a task that did not reach the target: the budget it had and how far it got; then which
+    budget to raise. No lines when every world size reached it."""
+    missed = rows[rows["outcome"] == NOT_REACHED]
+    if missed.empty:
+        return []
+    lines = ["Not reached within the budget:", ""]
+    for row in missed.itertuples(index=False):
+        best = "highest" if row.direction == "at_least" else "lowest"
+        lines.append(
+            f"- {row.rl_library}, {row.variant}, world size {row.world_size}: {row.n_reached} of {row.n_runs} seeds "
+            f"reached it; the runs ran {row.env_steps_run:,.0f} env steps (budget {row.max_env_steps:,.0f}), best "
+            f"{row.metric} {_format(row.best_value)} (each run's {best} value, median over seeds)."
+        )
+    budget = rows["max_env_steps"].iloc[0]
+    return [
+        *lines,
+        "",
+        f"To let them reach it, raise `parity.max_env_steps.{task}` above {budget:,.0f} (or relax "
+        f"`parity.target.{task}`).",
+        "",
+    ]
 
 
 def parity_markdown(parity: pd.DataFrame, figures: Sequence[str]) -> list[str]:
-    """The parity section of ``summary.md``: one table per task, its target and budget, and the two figures."""
+    """The parity section of ``summary.md``: one table per task, its target and budget, the world sizes that did not
+    reach the target (:func:`not_reached_lines`), and the two figures."""
     lines = [
         "## Parity: do more ranks reach the target sooner, and learn as well?",
         "",
         "Each run trains for the same budget of global env steps at every world size, never resumed; the first",
         "iteration whose metric reaches the target gives its env steps and wall time (since training started) to the",
-        "target, `inf` when no iteration did. Medians, min and max are over seeds. *Learns as well*: the median env",
-        "steps are at most (1 + tolerance) × one rank's. *Solves sooner*: one rank's median wall time over N ranks'",
-        "(the speedup) is above 1. parity.csv holds the speedup's range and parity_runs.csv every run.",
+        "target, *not reached* when no iteration did. Medians, min and max are over seeds. *Learns as well*: the",
+        "median env steps are at most (1 + tolerance) × one rank's. *Solves sooner*: one rank's median wall time over",
+        "N ranks' (the speedup) is above 1. parity.csv holds the speedup's range and parity_runs.csv every run.",
         "",
     ]
     if parity.empty:
@@ -134,8 +167,9 @@ def parity_markdown(parity: pd.DataFrame, figures: Sequence[str]) -> list[str]:
             f"### {task}: {first['metric']} {reached} {first['target']:g} within {first['max_env_steps']:,.0f} env "
             f"steps, {first['num_envs_per_rank']} envs per rank",
             "",
-            markdown_table(rows[list(PARITY_SHOWN)].rename(columns=PARITY_SHOWN)),
+            markdown_table(parity_cells(rows)),
             "",
+            *not_reached_lines(task, rows),
         ]
     return [*lines, *[f"![{Path(figure).stem}]({Path(figure).name})" for figure in figures], ""]
 
@@ -233,7 +267,7 @@ def write_study_outputs(
         scaling_csv: Output scaling table.
         throughput_plot: Output throughput figure.
         efficiency_plot: Output efficiency figure.
-        learning_plot: Output learning-curve figure.
+        learning_plot: Output figure of the train runs' learning curves.
         summary: Output Markdown summary.
         parity_csv: The parity stage's table (:func:`write_parity_outputs`), its plots beside it; None leaves the
             parity section out.
@@ -247,8 +281,8 @@ def write_study_outputs(
     table.to_csv(scaling_csv, index=False)
     device_label = "CPU ranks" if device == "cpu" else "GPUs"
     plot_scaling(table, Path(throughput_plot), Path(efficiency_plot), device_label)
-    plot_learning_curves(learning_curves(bundles), Path(learning_plot))
     manifests = [json.loads(Path(path).read_text()) for path in train_manifests]
+    plot_learning_curves(train_curves(manifests, train_cells), Path(learning_plot))
     others = other_bundles_table([read_bundle(path) for path in other_bundles])
     figures = [str(throughput_plot), str(efficiency_plot), str(learning_plot)]
     parity = []
@@ -292,5 +326,5 @@ def write_parity_outputs(
     Path(parity_csv).parent.mkdir(parents=True, exist_ok=True)
     runs.to_csv(runs_csv, index=False)
     table.to_csv(parity_csv, index=False)
-    plot_parity(curve_frame(manifests, cells), {name: Path(path) for name, path in plots.items()})
+    plot_parity(curve_frame(manifests, cells), table, {name: Path(path) for name, path in plots.items()})
     return table

@@ -1,0 +1,71 @@
+"""The ``train`` rule's runs as the aggregate rule reads them: one row each for ``summary.md``, and their learning
+curves.
+
+A train run's record is its rank-0 manifest, whose ``iterations`` hold every iteration's global ``env_steps`` and
+``mean_return`` (:class:`rlscale.rl.progress.IterationRecord`), whatever the library. A run resumed from a checkpoint
+(``--resume auto`` after a kill) keeps the iterations from its ``start_iteration`` on; the ones before are in its run
+directory's TensorBoard events, in each library's own tags.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+CURVE_COLUMNS = [
+    *("task", "rl_library", "ml_framework", "num_envs_per_rank", "world_size", "seed", "start_iteration"),
+    *("env_steps", "mean_return"),
+]
+"""Columns of :func:`train_curves`."""
+
+
+def train_table(manifests: Sequence[Mapping], cells: Sequence[Mapping]) -> pd.DataFrame:
+    """One row per ``train`` run: its final return and episode length, wall time, and where its checkpoint is."""
+    rows = []
+    for manifest, cell in zip(manifests, cells, strict=True):
+        rows.append(
+            {
+                **cell,
+                "iterations": manifest.get("iterations_completed"),
+                "final_mean_return": manifest.get("final_mean_return"),
+                "final_mean_episode_length": manifest.get("final_mean_episode_length"),
+                "wall_time_s": manifest.get("wall_time_s"),
+                "checkpoint": manifest.get("checkpoint"),
+            }
+        )
+    return pd.DataFrame.from_records(rows)
+
+
+def train_curves(manifests: Sequence[Mapping], cells: Sequence[Mapping]) -> pd.DataFrame:
+    """Every ``train`` run's mean return per iteration (NaN where no episode ended) against the global env steps
+    collected since training started, one row per iteration.
+
+    Args:
+        manifests: The runs' manifests.
+        cells: Per manifest, the task, library and world size it was filed under (the aggregate rule's
+            ``train_cells``).
+    """
+    rows = []
+    for manifest, cell in zip(manifests, cells, strict=True):
+        args = manifest.get("args") or {}
+        run = {
+            "task": cell["task"],
+            "rl_library": cell["library"],
+            "ml_framework": args.get("ml_framework") or "torch",
+            "num_envs_per_rank": manifest.get("num_envs"),
+            "world_size": cell["world_size"],
+            "seed": args.get("seed"),
+            "start_iteration": manifest.get("start_iteration") or 0,
+        }
+        for record in manifest.get("iterations") or []:
+            value = record.get("mean_return")
+            rows.append(
+                {
+                    **run,
+                    "env_steps": record["env_steps"],
+                    "mean_return": math.nan if value is None else float(value),
+                }
+            )
+    return pd.DataFrame.from_records(rows, columns=CURVE_COLUMNS)
