@@ -6,6 +6,7 @@ tested with plain Python processes, so that a rank ignoring SIGTERM can be stage
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import torch
 from process_utils import processes_mentioning, wait_for_no_process
 
 from rlscale.heartbeat import HeartbeatWriter
@@ -31,9 +33,11 @@ TRAIN = ["train_multigpu", "--task", "Isaac-Cartpole", "--device", "cpu", "--num
 class Job:
     """``rlscale ARGS...`` with its output (stdout and stderr) read line by line as it comes, each line timed."""
 
-    def __init__(self, *args: str, env: dict[str, str]) -> None:
+    def __init__(self, *args: str, env: dict[str, str], own_session: bool = False) -> None:
         command = [sys.executable, "-m", "rlscale", *args]
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=own_session
+        )
         self.lines: list[tuple[float, str]] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -75,7 +79,11 @@ class Job:
 def jobs():
     """Start jobs; whatever a failing test leaves running is killed."""
     started: list[Job] = []
-    yield lambda *args, env=ENV: started.append(Job(*args, env=env)) or started[-1]
+    yield (
+        lambda *args, env=ENV, own_session=False: (
+            started.append(Job(*args, env=env, own_session=own_session)) or (started[-1])
+        )
+    )
     for job in started:
         job.kill()
 
@@ -213,6 +221,52 @@ class TestNoFalsePositive:
         assert "ranks in sync (2)" in job.output
         slow = re.search(r"it 3/4 .*", job.output)  # iteration 2 is the third: it took the stall's 10 s
         assert slow and int(slow.group(0).split()[2].replace(",", "")) < 1000, slow
+
+
+class TestCtrlC:
+    """One Ctrl-C stops a job gracefully however many times it is delivered."""
+
+    INTERVAL = 2
+    """Checkpoint interval: rsl_rl saves ``model_<i>.pt`` after iteration index ``i`` when ``i % INTERVAL == 0``."""
+
+    def test_one_ctrl_c_delivered_to_every_process_and_forwarded_stops_gracefully(self, jobs, no_leftovers):
+        """SIGINT reaches every process of the job at once (as when they all share the terminal's foreground group,
+        or a batch system signals every process of a job), and a wrapper forwards it to the launcher once more after
+        the launcher has acted on it: the ranks still stop gracefully, nothing is SIGKILLed, the last interval
+        checkpoint is intact, nothing is left running, and the exit code is 130."""
+        job = jobs(
+            *TRAIN,
+            *("--max_iterations", "500", "--checkpoint_interval", str(self.INTERVAL), "--log_root", no_leftovers),
+            own_session=True,
+        )
+        job.wait_for(r"\[rlscale\] it 4/500", timeout=90)
+        launcher = psutil.Process(job.process.pid)
+        tree = [launcher, *launcher.children(recursive=True)]
+        assert len(tree) >= 4, [p.cmdline()[:3] for p in tree]  # launcher, torchrun, two ranks
+        os.killpg(job.process.pid, signal.SIGINT)
+        for process in tree[1:]:  # torchrun and the ranks have sessions of their own
+            process.send_signal(signal.SIGINT)
+        job.wait_for(r"Received SIGINT", timeout=30)
+        job.process.send_signal(signal.SIGINT)  # the wrapper's forward of the same Ctrl-C
+        code, _ = job.finish(timeout=120)
+        output = job.output
+        assert code == 128 + signal.SIGINT, output[-3000:]
+        assert not re.search(r"(?i)killing|forcefully|second signal", output), output[-3000:]  # no SIGKILL, anywhere
+        assert "SIGINT again" in output  # the forward was told apart from a second Ctrl-C
+        assert re.search(r"rank 0, rank 1 stopped gracefully", output), output[-3000:]
+        (manifest_path,) = Path(no_leftovers).glob("rsl_rl/Isaac-Cartpole/*/manifest.json")
+        manifests = [
+            json.loads(path.read_text()) for path in (manifest_path, manifest_path.parent / "rank_1" / "manifest.json")
+        ]
+        assert [manifest["status"] for manifest in manifests] == ["interrupted", "interrupted"]
+        finished = len(manifests[0]["iterations"])
+        assert finished >= 4
+        saved = [int(path.stem.split("_")[1]) for path in manifest_path.parent.glob("model_*.pt")]
+        last_interval = (finished - 1) // self.INTERVAL * self.INTERVAL
+        assert max(saved) >= last_interval, (saved, finished)
+        assert torch.load(manifest_path.parent / f"model_{max(saved)}.pt", weights_only=True)["iter"] == max(saved)
+        assert not any(running(process) for process in tree)
+        assert not wait_for_no_process(no_leftovers, within=30)
 
 
 class TestNoOrphans:

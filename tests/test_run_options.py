@@ -23,9 +23,9 @@ from rlscale.run.spec import resolve_spec
 def run(tmp_path):
     """Run ``rlscale train`` in this process with extra flags; returns the threads during the run and the manifest.
 
-    The process's own torch threads and SIGTERM handler, which a run sets, are restored afterwards.
+    The process's own torch threads and SIGINT/SIGTERM handlers, which a run sets, are restored afterwards.
     """
-    threads, handler = torch.get_num_threads(), signal.getsignal(signal.SIGTERM)
+    threads, handlers = torch.get_num_threads(), {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
 
     def train(*flags: str) -> tuple[int, dict]:
         argv = ["--task", "Isaac-Cartpole", "--device", "cpu", "--num_envs", "16", "--max_iterations", "1"]
@@ -37,7 +37,8 @@ def run(tmp_path):
 
     yield train
     torch.set_num_threads(threads)
-    signal.signal(signal.SIGTERM, handler)
+    for sig, handler in handlers.items():
+        signal.signal(sig, handler)
 
 
 def test_cpu_threads_are_the_runs_and_recorded(run):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 
 from rlscale.launch import supervise
 from rlscale.launch.supervise import run_supervised
+from rlscale.run.stop_signals import Arrival, StopSignals
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -192,16 +194,44 @@ class TestSignals:
     def test_second_sigint_kills_at_once(self, pid_file, start_supervisor, session):
         """A second Ctrl-C kills the launcher and its workers without waiting for the (long) graceful window."""
         argv = _launcher_argv(pid_file, worker_sigterm="ignore", own="ignore", session=session)
-        supervisor = start_supervisor(argv, graceful_s=30.0, forced_s=30.0)
+        supervisor = start_supervisor(argv, graceful_s=30.0, forced_s=30.0, burst_s=0.2)
         pids = _wait_for_pids(pid_file)
         supervisor.send_signal(signal.SIGINT)
-        time.sleep(0.3)
+        assert supervisor.stderr.readline().startswith(b"[INFO] Received SIGINT")
+        time.sleep(0.3)  # past the burst of the first: this is the user pressing Ctrl-C again
         assert supervisor.poll() is None  # The launcher ignores the first Ctrl-C, so it keeps running.
         supervisor.send_signal(signal.SIGINT)
         assert supervisor.wait(timeout=20) == 128 + signal.SIGKILL  # a safety net, below the 30 s window
         assert _wait_gone(pids)
         err = supervisor.stderr.read()
         assert b"Second signal received" in err and b"sending SIGTERM again" not in err  # the window never ran out
+
+    def test_signal_repeated_within_its_burst_waits_for_the_grace_periods(self, pid_file, start_supervisor):
+        """The same Ctrl-C delivered twice (the terminal's to the whole group, then a wrapper's forward) is one stop:
+        the launcher still gets the graceful window, then SIGTERM again, then SIGKILL."""
+        argv = _launcher_argv(pid_file, worker_sigterm="ignore", own="ignore")
+        supervisor = start_supervisor(argv, graceful_s=0.5, forced_s=0.5, burst_s=60.0)
+        pids = _wait_for_pids(pid_file)
+        supervisor.send_signal(signal.SIGINT)
+        assert supervisor.stderr.readline().startswith(b"[INFO] Received SIGINT")
+        supervisor.send_signal(signal.SIGINT)
+        assert supervisor.wait(timeout=30) == 128 + signal.SIGKILL
+        assert _wait_gone(pids)
+        err = supervisor.stderr.read()
+        assert b"SIGINT again within 60 s of the first" in err
+        assert b"Second signal received" not in err and b"sending SIGTERM again" in err
+
+
+class TestStopSignals:
+    def test_first_then_repeats_within_the_burst(self):
+        stops = StopSignals(burst_s=math.inf)
+        assert [stops.arrive() for _ in range(3)] == [Arrival.FIRST, Arrival.REPEAT, Arrival.REPEAT]
+
+    def test_a_signal_after_the_burst_asks_again_and_opens_a_burst_of_its_own(self):
+        stops = StopSignals(burst_s=0.0)
+        assert [stops.arrive() for _ in range(2)] == [Arrival.FIRST, Arrival.AGAIN]
+        stops.burst_s = math.inf
+        assert stops.arrive() is Arrival.REPEAT
 
 
 class TestConstants:

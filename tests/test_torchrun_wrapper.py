@@ -6,6 +6,7 @@ import json
 import signal
 
 import pytest
+from torch.distributed.elastic.multiprocessing import api as elastic_api
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
@@ -70,3 +71,14 @@ def test_a_signal_to_torchrun_exits_as_a_shell_reports_it(monkeypatch, sig):
     with pytest.raises(SystemExit) as exit_:
         torchrun.main([])
     assert exit_.value.code == 128 + sig
+
+
+def test_repeats_of_a_signal_burst_never_reach_torchruns_handler():
+    """torchrun's own SIGINT and the launcher's forward of it stop the workers once; the handler is restored after."""
+    original = elastic_api._terminate_process_handler
+    with torchrun.one_shutdown_per_burst():
+        with pytest.raises(SignalException) as raised:
+            elastic_api._terminate_process_handler(signal.SIGINT, None)
+        assert raised.value.sigval == signal.SIGINT
+        assert elastic_api._terminate_process_handler(signal.SIGINT, None) is None  # the forward: dropped
+    assert elastic_api._terminate_process_handler is original

@@ -44,6 +44,7 @@ from rlscale.launch.placement import describe_placement, plan_node
 from rlscale.launch.ports import port_taken
 from rlscale.launch.torch_gpus import TorchGpuProbe, gpu_rank_shortfall, probe_torch_gpus
 from rlscale.run.spec import RUN_SPEC_ENV, JobShape, write_spec
+from rlscale.run.stop_signals import INTERRUPTED_EXIT_CODE
 
 if TYPE_CHECKING:
     from rlscale.run.spec import RunSpec
@@ -110,6 +111,17 @@ def first_failure(status_dir: Path) -> str | None:
     """The failures reported so far, while the job runs; None while every rank that finished succeeded."""
     failures = _describe_failures(_rank_reports(status_dir))
     return "; ".join(failures) if failures else None
+
+
+def stopped_ranks(status_dir: Path, nproc_per_node: int) -> str | None:
+    """The line saying that every local rank stopped on request and recorded it; None if any did not (or failed)."""
+    reports = _rank_reports(status_dir)
+    if len(reports) < nproc_per_node or any(
+        report["exit_code"] != INTERRUPTED_EXIT_CODE or report["error"] for report in reports.values()
+    ):
+        return None
+    names = ", ".join(name.replace("_", " ") for name in reports)
+    return f"{names} stopped gracefully (interrupted, exit {INTERRUPTED_EXIT_CODE})"
 
 
 def failed_ranks(status_dir: Path, nproc_per_node: int) -> list[str]:
@@ -231,7 +243,8 @@ def start_launch(launch: Launch, environ: Mapping[str, str] | None = None) -> in
     skrl's JAX launcher exits 0 even when a rank crashed, so a zero exit code alone proves nothing.
 
     Returns:
-        0 for ``--dry_run``; else the launcher's exit code, or 1 if it was 0 but a local rank failed.
+        0 for ``--dry_run``; else the launcher's exit code, or 1 if it was 0 but a local rank failed (130 if every
+        rank stopped on request).
     """
     environ = os.environ if environ is None else environ
     args, command = launch.args, launch.command
@@ -263,7 +276,11 @@ def start_launch(launch: Launch, environ: Mapping[str, str] | None = None) -> in
             placement=launch.placement,
         )
         code = run_supervised(command, env=env, abort_check=_first_reason(checks))
+        stopped = stopped_ranks(Path(status_dir), args.nproc_per_node)
         failures = failed_ranks(Path(status_dir), args.nproc_per_node)
+    if stopped is not None:
+        print(f"[INFO] {stopped}", file=sys.stderr, flush=True)
+        return code or INTERRUPTED_EXIT_CODE
     if failures:
         print(f"[ERROR] {'; '.join(failures)}", file=sys.stderr, flush=True)
         return code or 1

@@ -6,6 +6,10 @@ forwarded one would both land inside torchelastic's shutdown handler, which then
 torchrun in turn starts every worker in a session of its own, out of reach of its group: the supervisor therefore
 also remembers every descendant it has seen, and escalations and the final reap signal those one by one. Should the
 supervisor itself be SIGKILLed, :mod:`.orphans` still brings the launcher and the ranks down.
+
+One Ctrl-C can reach the supervisor more than once (the terminal's signal to its group and a wrapper's forward of it,
+or a batch system's signal to every process and the forward of a supervisor above): signals of one burst
+(:mod:`rlscale.run.stop_signals`) are one request, forwarded once; only a signal after the burst kills at once.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import IO
 import psutil
 
 from rlscale.launch.orphans import dying_with_this_process
+from rlscale.run.stop_signals import SIGNAL_BURST_S, STOP_SIGNALS, Arrival, StopSignals
 
 GRACEFUL_SHUTDOWN_S = 40.0
 """After a forwarded signal, wait this long before re-sending SIGTERM: torchelastic gives its workers 30 s."""
@@ -44,8 +49,6 @@ POLL_INTERVAL_S = 0.1
 
 TREE_REFRESH_S = 1.0
 """How often the launcher's descendants are listed; listing scans every process of the machine."""
-
-_FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def _log(message: str) -> None:
@@ -137,6 +140,7 @@ def run_supervised(
     forced_s: float = FORCED_SHUTDOWN_S,
     straggler_s: float = STRAGGLER_GRACE_S,
     poll_s: float = POLL_INTERVAL_S,
+    burst_s: float = SIGNAL_BURST_S,
     abort_check: Callable[[], str | None] | None = None,
     stdout: IO | None = None,
     pass_fds: Sequence[int] = (),
@@ -144,7 +148,8 @@ def run_supervised(
     """Run ``argv`` in a process group of its own and tear everything it started down however the run ends.
 
     The first SIGINT/SIGTERM is forwarded to the group; if the launcher outlives ``graceful_s``, SIGTERM is sent
-    again and ``forced_s`` later SIGKILL. A second signal kills at once. After the launcher exits, its leftovers get
+    again and ``forced_s`` later SIGKILL. Signals within ``burst_s`` of the first are the same request delivered
+    again and change nothing; a signal after that kills at once. After the launcher exits, its leftovers get
     ``straggler_s`` before SIGKILL. Signals are only handled when called from the main thread. The launcher gets
     SIGTERM should this process die without running any of that (SIGKILL): see :mod:`.orphans`.
 
@@ -155,6 +160,7 @@ def run_supervised(
         forced_s: Seconds from the re-sent SIGTERM to SIGKILL.
         straggler_s: Seconds the launcher's leftovers may outlive it before SIGKILL.
         poll_s: Polling interval.
+        burst_s: Seconds after the first signal in which another one repeats it rather than asking again.
         abort_check: Polled while the launcher runs; a returned message stops the run as a signal would. This is how
             a failed rank ends a job under a launcher that waits for every rank (skrl's JAX launcher).
         stdout: Where the launcher's stdout goes; the inherited stdout when ``None``.
@@ -166,19 +172,35 @@ def run_supervised(
     proc: subprocess.Popen[bytes] | None = None
     deadlines: dict[str, float] = {}  # "terminate" and "kill" once a signal arrived.
     pending: list[int] = []  # Signals that arrived before the launcher existed.
+    stops = StopSignals(burst_s)
+    repeat_told = False  # A repeat of the first signal's burst is told once on the console.
 
     def start_shutdown() -> None:
         deadlines.update(terminate=time.monotonic() + graceful_s, kill=time.monotonic() + graceful_s + forced_s)
 
     def forward(signum: int, _frame: FrameType | None) -> None:
-        if "kill" in deadlines:
+        nonlocal repeat_told
+        arrival = stops.arrive()
+        name = signal.Signals(signum).name
+        if arrival is Arrival.REPEAT:
+            if not repeat_told:
+                repeat_told = True
+                _log(
+                    f"[INFO] {name} again within {burst_s:g} s of the first: the same stop delivered twice, not a "
+                    "second one; still stopping gracefully."
+                )
+            return
+        if arrival is Arrival.AGAIN or "kill" in deadlines:  # asked again, or the run is already being stopped
             # The polling loop kills within poll_s: it lists the descendants first, which must happen while the
             # launcher still lives, and listing is no work for a handler that may interrupt that same loop.
             _log("[WARNING] Second signal received; killing distributed workers now.")
             deadlines["kill"] = time.monotonic()
             return
         start_shutdown()
-        _log(f"[INFO] Received {signal.Signals(signum).name}; stopping distributed workers (again to kill).")
+        _log(
+            f"[INFO] Received {name}; stopping distributed workers (SIGTERM again after {graceful_s:g} s, SIGKILL "
+            f"{forced_s:g} s later; another signal after {burst_s:g} s kills them at once)."
+        )
         if proc is None:
             pending.append(signum)
         else:
@@ -187,7 +209,7 @@ def run_supervised(
     previous: list[tuple[int, object]] = []
     if threading.current_thread() is threading.main_thread():
         # Installed before Popen so that a signal arriving meanwhile is forwarded, not lost.
-        previous = [(sig, signal.signal(sig, forward)) for sig in _FORWARDED_SIGNALS]
+        previous = [(sig, signal.signal(sig, forward)) for sig in STOP_SIGNALS]
     try:
         # Through the parent-death shim: should this process be SIGKILLed, the launcher still gets SIGTERM.
         command = dying_with_this_process(argv, env)

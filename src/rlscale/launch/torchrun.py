@@ -10,22 +10,51 @@ the rank wrote no status for the launcher's summary).
 
 A signal to torchrun itself (Ctrl-C, Snakemake or SLURM stopping the job) is no failure to report either: torchrun
 has stopped its workers by then, each rank said it was interrupted, and this exits 128 + the signal, as a shell
-reports it.
+reports it. torchrun stops its workers on the first signal (the same one to them, SIGKILL 30 s later) and starts over
+with SIGTERM on each further one, even one that arrives while it waits for them; a stop delivered twice (torchrun's
+own and the launcher's forward, when a batch system signals every process) would cut that wait short and SIGTERM the
+ranks while they record their interrupt. So repeats of one burst (:mod:`rlscale.run.stop_signals`) are dropped before
+torchrun's handler sees them; a later signal still reaches it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
+from types import FrameType
 
 from torch.distributed import run
+from torch.distributed.elastic.multiprocessing import api as elastic_api
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import _NOT_AVAILABLE, ChildFailedError
+
+from rlscale.run.stop_signals import Arrival, StopSignals
+
+
+@contextlib.contextmanager
+def one_shutdown_per_burst() -> Iterator[None]:
+    """While inside, torchrun's termination handler (installed when it starts its workers, looked up by name then)
+    ignores the repeats of a burst of signals."""
+    handler = elastic_api._terminate_process_handler
+    stops = StopSignals()
+
+    def terminate(signum: int, frame: FrameType | None) -> None:
+        if stops.arrive() is not Arrival.REPEAT:
+            handler(signum, frame)
+
+    elastic_api._terminate_process_handler = terminate
+    try:
+        yield
+    finally:
+        elastic_api._terminate_process_handler = handler
 
 
 def main(args: list[str] | None = None) -> None:
     """Run torchrun on ``args`` (default: this process's arguments)."""
     try:
-        run.main(args)
+        with one_shutdown_per_burst():
+            run.main(args)
     except ChildFailedError as failed:
         _, first = failed.get_first_failure()
         left_a_report = any(failure.error_file != _NOT_AVAILABLE for failure in failed.failures.values())

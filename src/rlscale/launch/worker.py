@@ -5,7 +5,9 @@ only local rank 0. skrl's JAX launcher exits 0 whatever its children do, so each
 ``$RLSCALE_STATUS_DIR`` for the launcher to read, with the time it failed, so that the launcher's summary names the
 rank that failed first before the symptoms of the others, and with its error: an exception, or the one line a
 ``SystemExit`` printed, which the console shows only for local rank 0. Each rank also beats for the launcher's hang
-watchdog (:mod:`rlscale.heartbeat`) and stops itself should the launcher die (:mod:`.orphans`).
+watchdog (:mod:`rlscale.heartbeat`) and stops itself should the launcher die (:mod:`.orphans`). From its start a rank
+takes a burst of SIGINT/SIGTERM (its own and torchrun's forward of the same Ctrl-C) as one interrupt
+(:mod:`rlscale.run.stop_signals`), so that a repeat cannot break off the exit status it is leaving.
 
 A rank whose failure follows a peer's (its collective broke when the peer died) waits a moment before it exits, so that
 torchrun names the peer as the root cause: torchrun orders failures by whole-second timestamps, then by when it
@@ -28,6 +30,7 @@ from rlscale import heartbeat
 from rlscale.dist import STATUS_DIR_ENV, SUPERVISOR_PID_ENV, rank_info
 from rlscale.launch.orphans import guard_rank
 from rlscale.paths import write_atomic
+from rlscale.run.stop_signals import interrupt_on_stop_signals
 
 FOLLOWING_FAILURE_WAIT_S = 3.0
 """How long a rank that failed after a peer waits for the launcher to reap the peer first (and stop this rank)."""
@@ -35,6 +38,7 @@ FOLLOWING_FAILURE_WAIT_S = 3.0
 
 def run_rank(main: Callable[[list[str]], int], argv: list[str]) -> int:
     """Run one rank's main under ``record`` and leave its exit status where the launcher looks."""
+    interrupt_on_stop_signals()
     rank = rank_info().rank
     supervisor = os.environ.get(SUPERVISOR_PID_ENV)
     guard_rank(rank, int(supervisor) if supervisor else None)

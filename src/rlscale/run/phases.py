@@ -6,7 +6,6 @@ exactly the run ``rlscale train`` would make.
 from __future__ import annotations
 
 import contextlib
-import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ from rlscale.resume import AUTO
 from rlscale.run.rank import place_rank
 from rlscale.run.spec import RunSpec
 from rlscale.run.start import auto_resume, resolve_seed, run_directory
+from rlscale.run.stop_signals import INTERRUPTED_EXIT_CODE, interrupt_on_stop_signals
 
 if TYPE_CHECKING:
     from rlscale.manifest import Manifest
@@ -66,7 +66,7 @@ class TrainingOutcome:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.status == "completed" else 130
+        return 0 if self.status == "completed" else INTERRUPTED_EXIT_CODE
 
 
 @dataclass
@@ -140,6 +140,9 @@ def execute(
         on_tracking: Called with the tracking wrapper before training starts, so a caller keeps its records even
             if training then raises.
 
+    Once the run is prepared, SIGINT and SIGTERM raise ``KeyboardInterrupt`` once per burst
+    (:func:`rlscale.run.stop_signals.interrupt_on_stop_signals`), for the rest of the process.
+
     Returns:
         The outcome; ``status`` is ``interrupted`` after Ctrl-C or SIGTERM.
 
@@ -149,7 +152,7 @@ def execute(
     from rlscale.tasks.graph import TaskDoesNotFit
 
     run = prepare(spec)
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    interrupt_on_stop_signals()
     try:
         tracked = build_tracked_task(run, on_task_created, on_tracking)
         result, digests = train(run, tracked)
@@ -336,7 +339,3 @@ def finish(run: _Run, tracked: TrackedTask, result: TrainResult, digests: list[s
     outcome.status, outcome.result = "completed", result
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
