@@ -21,4 +21,5 @@ write_study_outputs(
     learning_plot=job.output.learning,
     summary=job.output.summary,
     parity_csv=job.input.parity,
+    plan=list(job.params.plan),
 )

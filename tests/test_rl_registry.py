@@ -20,7 +20,7 @@ from rlscale.manifest import PACKAGES
 from rlscale.rl import LIBRARIES as REGISTRY
 from rlscale.rl import config_entry, default_agent_path, load_adapter, set_config_entry
 from rlscale.rl.adapter import Adapter
-from rlscale.study.config import library_schema
+from rlscale.study.schema import library_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLE_SCHEMA = bundle_schema()

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from rlscale.study.config import StudyConfigError, validated_config
-from rlscale.study.config_source import study_config
+from rlscale.study.config_source import check_command_line, explicit_keys, study_config
 from rlscale.study.plan_summary import plan_lines
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,9 +28,15 @@ def default_config() -> dict:
     return yaml.safe_load(CONFIG.read_text())
 
 
-def validated(config: dict, visible: str) -> dict:
+def validated(config: dict, visible: str, explicit: dict | None = None, cores: int = 2) -> dict:
     return validated_config(
-        config, SCHEMA, {"CUDA_VISIBLE_DEVICES": visible}, nvml_count=lambda: 0, hardware_probe=lambda: None
+        config,
+        SCHEMA,
+        {"CUDA_VISIBLE_DEVICES": visible},
+        nvml_count=lambda: 0,
+        hardware_probe=lambda: None,
+        explicit=explicit,
+        cpu_count=lambda: cores,
     )
 
 
@@ -104,3 +110,99 @@ def test_plan_lines_name_cells_runs_and_budgets():
         lines[2] == "plan parity: at most these global env steps per run: Isaac-Cartpole-Direct 8,000,000, "
         "Rlscale-Ant 20,000,000, Rlscale-Go1-Flat 80,000,000"
     )
+
+
+class TestWhatTheUserWroteWins:
+    """A user's own values (their file, an overlay, --config) are never replaced; the fallback fills the rest."""
+
+    MINE = {"world_sizes": [1, 2], "num_envs_per_rank": [16], "seeds": [7], "iterations": {"train": 3}}
+    WRITTEN = {
+        "world_sizes": "mine.yaml",
+        "num_envs_per_rank": "mine.yaml",
+        "seeds": "mine.yaml",
+        "iterations.train": "mine.yaml",
+        "parity.target.Rlscale-Go1-Flat.metric": "mine.yaml",
+    }
+
+    def test_cpu_fallback_fills_only_what_the_user_left_out(self):
+        config = {**default_config(), **self.MINE, "iterations": {**default_config()["iterations"], "train": 3}}
+        study = validated(config, "", self.WRITTEN)
+        assert (study["device"], study["world_sizes"], study["num_envs_per_rank"], study["seeds"]) == (
+            "cpu",
+            [1, 2],
+            [16],
+            [7],
+        )
+        # iterations.train is the user's; validate and benchmark are the fallback's.
+        assert study["iterations"] == {"validate": 5, "train": 3, "benchmark": 8}
+        # The user's parity targets stay (the fallback's Cartpole-only targets would drop Go1's).
+        assert set(study["parity"]["target"]) == {"Isaac-Cartpole-Direct", "Rlscale-Ant", "Rlscale-Go1-Flat"}
+        assert study["tasks"] == ["Isaac-Cartpole-Direct"]  # not written: the fallback's
+        assert ("world_sizes", "mine.yaml") in study["fallback_kept"] and "tasks" in study["fallback_filled"]
+
+    def test_plan_names_the_source_of_each_value(self):
+        study = validated({**default_config(), **self.MINE}, "", self.WRITTEN)
+        values = [line for line in plan_lines(study) if line.startswith("plan values (source): ")]
+        assert len(values) == 1
+        assert (
+            "world_sizes [1, 2] (mine.yaml)" in values[0]
+            and "tasks [Isaac-Cartpole-Direct] (cpu_fallback)" in values[0]
+        )
+        assert "libraries [rsl_rl, rl_games, skrl] (default)" in values[0]
+        assert any(line.startswith("plan cpu_fallback left your values: ") for line in plan_lines(study))
+
+    def test_a_written_world_size_above_the_gpus_is_refused_not_dropped(self):
+        with pytest.raises(StudyConfigError) as error:
+            validated(default_config(), "0", {"world_sizes": "mine.yaml"})
+        assert str(error.value).startswith(
+            "config: world_sizes: [2] (from mine.yaml) need more GPUs than the 1 visible"
+        )
+
+    def test_cpu_ranks_beyond_the_cores(self):
+        """Written CPU world sizes above the host's cores are refused; the fallback's are dropped, saying so."""
+        config = {**default_config(), "device": "cpu", "world_sizes": [1, 16]}
+        with pytest.raises(StudyConfigError) as error:
+            validated(config, "", {"world_sizes": "--config"}, cores=2)
+        assert str(error.value) == (
+            "config: world_sizes: [16] (from --config) CPU ranks need a core each, and this host has 2; list sizes up "
+            "to 2, or run with device: cuda on GPUs"
+        )
+        study = validated(default_config(), "", cores=1)
+        assert (
+            study["world_sizes"] == [1]
+            and "world_sizes [2] dropped: CPU ranks need a core each" in (study["device_reason"])
+        )
+
+    def test_explicit_keys_leave_the_default_file_out(self, tmp_path):
+        overlay = tmp_path / "overlay.yaml"
+        overlay.write_text("seeds: [4]\niterations: {train: 2}\n")
+        written = explicit_keys([CONFIG, overlay], {"study": "x"}, CONFIG)
+        assert written == {"seeds": str(overlay), "iterations.train": str(overlay), "study": "--config"}
+
+
+class TestOneLineRefusals:
+    def test_a_command_line_list_of_numbers_goes_in_a_file(self):
+        with pytest.raises(ValueError) as error:
+            check_command_line({"world_sizes": ["1", "2"]})
+        assert str(error.value) == (
+            "--config world_sizes=[1, 2]: Snakemake's --config reads a list as strings; write `world_sizes: [1, 2]` in "
+            "an overlay file and pass --configfile config/config.yaml overlay.yaml"
+        )
+        check_command_line({"tasks": ["Isaac-Cartpole-Direct"], "study": "x"})  # strings stay strings: accepted
+
+    @pytest.mark.parametrize(
+        ("target", "problem"),
+        [
+            ({"metric": "mean_return", "at_least": 1, "at_most": 2}, "gives both at_least and at_most"),
+            ({"metric": "mean_return"}, "gives neither at_least nor at_most"),
+        ],
+    )
+    def test_a_target_gives_one_bound(self, target, problem):
+        config = default_config()
+        config["parity"]["target"]["Isaac-Cartpole-Direct"] = target
+        with pytest.raises(StudyConfigError) as error:
+            validated(config, "0,1")
+        assert str(error.value) == (
+            f"config: parity.target.Isaac-Cartpole-Direct: {problem}; give one: at_least for a metric to raise, "
+            "at_most for one to lower"
+        )

@@ -40,6 +40,7 @@ rule aggregate:
     params:
         device=DEVICE,
         device_reason=STUDY["device_reason"],
+        plan=plan_lines(STUDY),
         training_cells=[cell for _, cell in training_cells()],
         train_cells=[cell for _, cell in train_cells()],
     script:

@@ -18,7 +18,11 @@ from rlscale.study.config import (
     node_split,
     validated_config,
 )
-from rlscale.study.config_source import study_config
+from rlscale.study.config_source import (
+    check_command_line,
+    explicit_keys,
+    study_config,
+)
 from rlscale.study.plan_summary import plan_lines
 
 # Schema (defaults filled in, as snakemake.utils.validate does), task ids, then device: auto resolved (cpu_fallback
@@ -36,8 +40,18 @@ config.update(USER_CONFIG)
 if CONFIG_SOURCE:
     logger.info(CONFIG_SOURCE)
 try:
+    try:
+        check_command_line(workflow.config_settings.config)
+    except ValueError as error:
+        raise StudyConfigError(f"config: {error}") from None
     STUDY = validated_config(
-        config, Path(workflow.basedir, "workflow", "schemas", "config.schema.yaml")
+        config,
+        Path(workflow.basedir, "workflow", "schemas", "config.schema.yaml"),
+        explicit=explicit_keys(
+            workflow.config_settings.configfiles,
+            workflow.config_settings.config,
+            Path(workflow.basedir, "config", "config.yaml"),
+        ),
     )
     # workflow.global_resources is undocumented (Resource objects in Snakemake 9); value None: no --resources gpu.
     check_gpu_limit(STUDY, workflow.global_resources.get("gpu").value)

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-
-import yaml
 
 from rlscale.launch.gpus import GpuCounter, nvidia_hardware_present, nvml_device_count, visible_gpu_count
 from rlscale.launch.lease import LeaseError, check_lease_environment
 from rlscale.launch.ranks import GpuEvidence, NodeSplit
-from rlscale.rl import LIBRARIES, fill_schema_enum, ml_frameworks
 from rlscale.rl.agent_overrides import check_against_generic
+from rlscale.study.schema import StudyConfigError, validate_schema
 from rlscale.tasks import UnknownTaskError, resolve_task_id
 
 DEVICES = ("auto", "cuda", "cpu")
@@ -66,11 +64,20 @@ PARITY_TASK_KEYS = ("max_env_steps", "target", "num_envs_per_rank", "libraries")
 """Keys of ``parity`` that map task ids; on CPU they are the fallback's own, like ``num_envs_per_task``."""
 
 
+def user_wrote(explicit: Mapping[str, str], key: str) -> str | None:
+    """Where the user wrote ``key`` (a dotted path such as ``iterations.train``), or one of its parts; None if not."""
+    for path, source in explicit.items():
+        if path == key or path.startswith(f"{key}.") or key.startswith(f"{path}."):
+            return source
+    return None
+
+
 def effective_config(
     config: Mapping,
     environ: Mapping[str, str] | None = None,
     nvml_count: GpuCounter = nvml_device_count,
     hardware_probe: GpuEvidence = nvidia_hardware_present,
+    explicit: Mapping[str, str] | None = None,
 ) -> dict:
     """Return a copy of the validated config with ``device`` resolved (why in ``device_reason``) and, for ``auto`` on
     CPU, the fallback applied.
@@ -80,31 +87,66 @@ def effective_config(
     enough for a CPU. ``num_envs_per_task`` and the per-task keys of ``parity`` become the fallback's own, ``{}`` when
     it gives none: per-task sizes are never carried from the study to CPU ranks. An explicit ``device: cpu`` keeps
     the sizes it was given. A ``num_envs_per_task`` of ``None`` (an overlay file clearing it) is ``{}``.
+
+    What the user wrote wins: ``explicit`` maps each dotted key of the user's own files and ``--config`` values to
+    where it was written (:func:`rlscale.study.config_source.explicit_keys`), and the fallback fills only the keys
+    not in it. ``fallback_filled`` and ``fallback_kept`` of the result list which keys it filled and which of the
+    user's it left alone; ``explicit`` is kept in the result for the later checks and the plan.
     """
+    explicit = dict(explicit or {})
     resolved = copy.deepcopy(dict(config))
     device, reason = resolve_device(config["device"], environ, nvml_count, hardware_probe)
     resolved["device"], resolved["device_reason"] = device, reason
     resolved["num_envs_per_task"] = resolved.get("num_envs_per_task") or {}
+    resolved["explicit"], resolved["fallback_filled"], resolved["fallback_kept"] = explicit, [], []
     if config["device"] == "auto" and device == "cuda" and config.get("cluster") != "slurm":
-        _fit_world_sizes(resolved, visible_gpu_count(os.environ if environ is None else environ, nvml_count)[0])
+        visible = visible_gpu_count(os.environ if environ is None else environ, nvml_count)[0]
+        _fit_world_sizes(resolved, visible, user_wrote(explicit, "world_sizes"))
     if config["device"] == "auto" and resolved["device"] == "cpu":
-        fallback = config.get("cpu_fallback") or {}
-        for key, value in fallback.items():
-            if key in _MERGED_FALLBACK_KEYS:
-                resolved[key] = {**resolved.get(key, {}), **value}
-            else:
-                resolved[key] = copy.deepcopy(value)
-        resolved["num_envs_per_task"] = copy.deepcopy(fallback.get("num_envs_per_task") or {})
-        fallback_parity = fallback.get("parity") or {}
-        resolved["parity"] = {
-            **resolved.get("parity", {}),
-            **{key: copy.deepcopy(fallback_parity.get(key) or {}) for key in PARITY_TASK_KEYS},
-        }
+        _apply_fallback(resolved, config.get("cpu_fallback") or {}, explicit)
     return resolved
 
 
-def _fit_world_sizes(resolved: dict, visible: int) -> None:
-    """Drop the one-node world sizes that need more GPUs than the host has, saying so in ``device_reason``.
+def _apply_fallback(resolved: dict, fallback: Mapping, explicit: Mapping[str, str]) -> None:
+    """Fill the keys the user did not write with ``cpu_fallback``'s, in place, noting each key filled or kept.
+
+    Nested ``iterations``, ``runtime_steps`` and ``parity`` are filled key by key; ``num_envs_per_task`` and the
+    per-task keys of ``parity`` become the fallback's own (``{}`` when it gives none) unless the user wrote them.
+    """
+    filled, kept = resolved["fallback_filled"], resolved["fallback_kept"]
+
+    def fill(key: str, value, target: dict, name: str) -> None:
+        source = user_wrote(explicit, key)
+        if source is None:
+            target[name] = copy.deepcopy(value)
+            filled.append(key)
+        elif key in fallback_keys:
+            kept.append((key, source))
+
+    fallback_parity = fallback.get("parity") or {}
+    fallback_keys = {
+        *(key for key in fallback if key not in _MERGED_FALLBACK_KEYS),
+        *(f"{key}.{name}" for key in _MERGED_FALLBACK_KEYS for name in fallback.get(key) or {}),
+        "num_envs_per_task",
+        *(f"parity.{key}" for key in PARITY_TASK_KEYS),
+    }
+    for key, value in fallback.items():
+        if key in _MERGED_FALLBACK_KEYS:
+            resolved[key] = dict(resolved.get(key) or {})
+            for name, entry in value.items():
+                if not (key == "parity" and name in PARITY_TASK_KEYS):
+                    fill(f"{key}.{name}", entry, resolved[key], name)
+        else:
+            fill(key, value, resolved, key)
+    fill("num_envs_per_task", fallback.get("num_envs_per_task") or {}, resolved, "num_envs_per_task")
+    resolved["parity"] = dict(resolved.get("parity") or {})
+    for key in PARITY_TASK_KEYS:
+        fill(f"parity.{key}", fallback_parity.get(key) or {}, resolved["parity"], key)
+
+
+def _fit_world_sizes(resolved: dict, visible: int, written_in: str | None) -> None:
+    """Drop the one-node world sizes that need more GPUs than the host has, saying so in ``device_reason``; refuse
+    them instead when the user wrote them (``written_in`` says where).
 
     ``device: auto`` studies what this host can run: on one GPU, the default study's world size 2 would only fail
     when its job starts. Larger sizes (several nodes) are left to :func:`check_config`, which refuses them.
@@ -113,6 +155,11 @@ def _fit_world_sizes(resolved: dict, visible: int) -> None:
     dropped = [size for size in resolved["world_sizes"] if size not in kept]
     if not dropped:
         return
+    if written_in is not None:
+        raise ValueError(
+            f"world_sizes: {dropped} (from {written_in}) need more GPUs than the {visible} visible; remove them, or "
+            "run on a host or cluster (--profile config/profiles/slurm) with as many"
+        )
     if not kept:
         raise ValueError(
             f"world_sizes: {resolved['world_sizes']} all need more than the {visible} GPU(s) visible; add 1, or run "
@@ -125,88 +172,6 @@ def _fit_world_sizes(resolved: dict, visible: int) -> None:
 def envs_for(study: Mapping, task: str) -> list[int]:
     """Return the per-rank env counts of ``task``: its ``num_envs_per_task`` entry, else ``num_envs_per_rank``."""
     return list((study.get("num_envs_per_task") or {}).get(task, study["num_envs_per_rank"]))
-
-
-class StudyConfigError(ValueError):
-    """A study config that cannot run; the message is one line naming the key, the value seen and the fix."""
-
-
-_SCHEMA_FIXES = {
-    "minimum": "use a value >= {}",
-    "exclusiveMinimum": "use a value > {}",
-    "maximum": "use a value <= {}",
-    "enum": "use one of {}",
-    "pattern": "use letters, digits, '_', '.' and '-' only",
-    "minItems": "list at least {} value(s)",
-    "uniqueItems": "list each value once",
-    "required": "add it",
-}
-_TYPE_FIXES = {
-    "array": "write a YAML list in a config file, e.g. [1, 2] (`--config key=[1,2]` passes a string)",
-    "integer": "write a whole number",
-    "object": "write a mapping of keys",
-    "string": "write a string",
-}
-
-
-def _key_path(path) -> str:
-    """``world_sizes[0]``, ``iterations.benchmark``, ``libraries[1].name`` from a jsonschema error path."""
-    text = ""
-    for part in path:
-        text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else str(part)
-    return text
-
-
-def _schema_message(error) -> str:
-    """One line for the jsonschema error: ``<key>: <problem>; <fix>``."""
-    where = _key_path(error.absolute_path)
-    if error.validator == "additionalProperties":
-        known = list(error.schema.get("properties", {}))
-        unknown = sorted(set(error.instance) - set(known))
-        key = f"{where}.{unknown[0]}" if where else unknown[0]
-        return f"{key}: unknown key; valid keys{' of ' + where if where else ''}: {', '.join(known)}"
-    if error.validator == "type":
-        types = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
-        fix = _TYPE_FIXES.get(types[0], f"write a {types[0]}")
-    else:
-        value = error.validator_value
-        value = ", ".join(map(str, value)) if isinstance(value, list) else value
-        fix = _SCHEMA_FIXES.get(error.validator, "see workflow/schemas/config.schema.yaml").format(value)
-    return f"{where or 'config'}: {error.message}; {fix}"
-
-
-def library_schema(schema: dict) -> None:
-    """Fill in the libraries' names and ML frameworks, which the schema file leaves to :data:`rlscale.rl.LIBRARIES`."""
-    names = list(LIBRARIES)
-    fill_schema_enum(schema, "properties.libraries.items.properties.name", names)
-    fill_schema_enum(schema, "properties.libraries.items.properties.ml_framework", list(ml_frameworks()))
-    fill_schema_enum(schema, "properties.agent_overrides.propertyNames", names)
-
-
-def validate_schema(config: dict, schema_path: str | Path) -> None:
-    """Validate ``config`` against the JSON schema and fill in the schema's defaults in place, as Snakemake's
-    ``snakemake.utils.validate(config, schema, set_default=True)`` does.
-
-    Raises:
-        StudyConfigError: for the most relevant violation, in one line.
-    """
-    from jsonschema import Draft202012Validator, validators
-    from jsonschema.exceptions import best_match
-
-    schema = yaml.safe_load(Path(schema_path).read_text())
-    library_schema(schema)
-    validate_properties = Draft202012Validator.VALIDATORS["properties"]
-
-    def set_defaults(validator, properties, instance, schema):  # the jsonschema FAQ's recipe, as Snakemake uses it
-        for name, subschema in properties.items():
-            if "default" in subschema and isinstance(instance, dict):
-                instance.setdefault(name, copy.deepcopy(subschema["default"]))
-        yield from validate_properties(validator, properties, instance, schema)
-
-    validator = validators.extend(Draft202012Validator, {"properties": set_defaults})(schema)
-    error = best_match(validator.iter_errors(config))
-    if error is not None:
-        raise StudyConfigError(f"config: {_schema_message(error)}")
 
 
 def _check_task_id(key: str, task: str) -> None:
@@ -243,11 +208,13 @@ def validated_config(
     environ: Mapping[str, str] | None = None,
     nvml_count: GpuCounter = nvml_device_count,
     hardware_probe: GpuEvidence = nvidia_hardware_present,
+    explicit: Mapping[str, str] | None = None,
+    cpu_count: Callable[[], int] = lambda: len(os.sched_getaffinity(0)),
 ) -> dict:
     """Validate the study config at parse time and return the effective one the rules read.
 
-    Schema (defaults filled into ``config``), then :func:`check_task_ids`, :func:`effective_config` and
-    :func:`check_config`.
+    Schema (defaults filled into ``config``), then :func:`check_task_ids`, :func:`effective_config` (``explicit``:
+    what the user wrote, and where), :func:`fit_cpu_ranks` and :func:`check_config`.
 
     Raises:
         StudyConfigError: one line, ``config: <key>: <problem>; <fix>``, for the first problem found.
@@ -256,11 +223,36 @@ def validated_config(
     try:
         check_lease_environment(os.environ if environ is None else environ)
         check_task_ids(config)
-        study = effective_config(config, environ, nvml_count, hardware_probe)
+        study = effective_config(config, environ, nvml_count, hardware_probe, explicit)
+        fit_cpu_ranks(study, cpu_count())
         check_config(study)
     except (ValueError, LeaseError) as error:
         raise StudyConfigError(f"config: {error}") from None
     return study
+
+
+def fit_cpu_ranks(study: dict, cores: int) -> None:
+    """On CPU ranks of this host, each rank takes a core: refuse the world sizes above the host's cores that the user
+    wrote, and drop (saying so in ``device_reason``) those the defaults or the fallback gave.
+
+    A SLURM study's CPU ranks run on its nodes, whose cores this host cannot count.
+    """
+    if study["device"] != "cpu" or study.get("cluster") == "slurm":
+        return
+    above = [size for size in study["world_sizes"] if size > cores]
+    if not above:
+        return
+    written_in = user_wrote(study["explicit"], "world_sizes")
+    if written_in is not None:
+        raise ValueError(
+            f"world_sizes: {above} (from {written_in}) CPU ranks need a core each, and this host has {cores}; list "
+            f"sizes up to {cores}, or run with device: cuda on GPUs"
+        )
+    kept = [size for size in study["world_sizes"] if size <= cores]
+    if not kept:
+        raise ValueError(f"world_sizes: {study['world_sizes']} all need more than the {cores} core(s) here; add 1")
+    study["world_sizes"] = kept
+    study["device_reason"] += f"; world_sizes {above} dropped: CPU ranks need a core each, and this host has {cores}"
 
 
 def node_split(world_size: int, gpus_per_node: int, device: str) -> NodeSplit:

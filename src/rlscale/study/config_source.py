@@ -12,6 +12,8 @@ import copy
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import yaml
+
 
 def study_config(
     loaded: Mapping, configfiles: Sequence[Path], command_line: Mapping, default: Path
@@ -35,3 +37,41 @@ def study_config(
         f"study config: {names} replaces {default.name} (keys left out take the schema's defaults); to overlay it "
         f"instead, name it first: --configfile config/config.yaml {names}"
     )
+
+
+def _leaf_keys(values: Mapping, prefix: str = "") -> list[str]:
+    """Dotted keys of every value that is not itself a non-empty mapping: ``iterations.train``, ``world_sizes``."""
+    keys = []
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        keys += _leaf_keys(value, f"{path}.") if isinstance(value, Mapping) and value else [path]
+    return keys
+
+
+def explicit_keys(configfiles: Sequence[Path], command_line: Mapping, default: Path) -> dict[str, str]:
+    """What the user wrote, and where: each dotted key of the ``--configfile`` files (but ``config/config.yaml``, the
+    project's defaults) and of the ``--config`` values, mapped to the last place that set it."""
+    from snakemake.common.configfile import load_configfile
+
+    written: dict[str, str] = {}
+    for path in configfiles:
+        if Path(path).resolve() != default.resolve():
+            written.update(dict.fromkeys(_leaf_keys(load_configfile(str(path)) or {}), str(path)))
+    written.update(dict.fromkeys(_leaf_keys(command_line), "--config"))
+    return written
+
+
+def check_command_line(command_line: Mapping) -> None:
+    """Refuse a ``--config`` list of numbers or booleans: Snakemake reads ``key=[1,2]`` as the strings '1' and '2'
+    (a list of task ids stays a list of strings, as meant).
+
+    Raises:
+        ValueError: naming the key and the overlay file that takes the list.
+    """
+    for key, value in command_line.items():
+        if isinstance(value, list) and any(isinstance(yaml.safe_load(str(item)), int | float | bool) for item in value):
+            items = ", ".join(str(item) for item in value)
+            raise ValueError(
+                f"--config {key}=[{items}]: Snakemake's --config reads a list as strings; write `{key}: [{items}]` in "
+                f"an overlay file and pass --configfile config/config.yaml overlay.yaml"
+            )

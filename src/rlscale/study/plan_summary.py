@@ -29,4 +29,47 @@ def plan_lines(study: Mapping) -> list[str]:
     if targets:
         steps = ", ".join(f"{task} {budgets.get(task, 0):,}" for task in targets)
         lines.append(f"plan parity: at most these global env steps per run: {steps}")
+    return [*lines, *source_lines(study)]
+
+
+PLANNED_KEYS = (
+    "tasks",
+    "libraries",
+    "world_sizes",
+    "num_envs_per_rank",
+    "num_envs_per_task",
+    "seeds",
+    "iterations",
+    "parity.max_env_steps",
+    "parity.target",
+)
+"""The axes and budgets whose source the plan names."""
+
+
+def source_lines(study: Mapping) -> list[str]:
+    """Where each axis and budget came from: the user's file or ``--config``, ``cpu_fallback``, or the defaults
+    (``config/config.yaml`` and the schema); and which of the user's values the fallback left alone."""
+    explicit, filled = study.get("explicit") or {}, set(study.get("fallback_filled") or ())
+    parts = []
+    for key in PLANNED_KEYS:
+        value = study
+        for name in key.split("."):
+            value = (value or {}).get(name)
+        written = sorted({source for path, source in explicit.items() if path == key or path.startswith(f"{key}.")})
+        from_fallback = key in filled or any(path.startswith(f"{key}.") for path in filled)
+        source = ", ".join(written) or ("cpu_fallback" if from_fallback else "default")
+        parts.append(f"{key} {_short(value)} ({source})")
+    lines = [f"plan values (source): {'; '.join(parts)}"]
+    kept = study.get("fallback_kept") or []
+    if kept:
+        lines.append("plan cpu_fallback left your values: " + ", ".join(f"{key} ({source})" for key, source in kept))
     return lines
+
+
+def _short(value) -> str:
+    """A value as the plan shows it: lists and mappings inline, library entries by name."""
+    if isinstance(value, list):
+        return "[" + ", ".join(entry["name"] if isinstance(entry, Mapping) else str(entry) for entry in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{key}: {_short(entry)}" for key, entry in value.items()) + "}"
+    return str(value)

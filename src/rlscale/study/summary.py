@@ -183,8 +183,10 @@ def summary_markdown(
     others: pd.DataFrame,
     figures: Sequence[str],
     parity: Sequence[str] = (),
+    plan: Sequence[str] = (),
 ) -> str:
-    """Return ``summary.md``: the device and why, the scaling table, how to read it, the train runs, the parity
+    """Return ``summary.md``: the device and why, the plan as parsed (``plan``: its lines, each value with its source),
+    the scaling table, how to read it, the train runs, the parity
     section's lines (:func:`parity_markdown`) and the startup/runtime bundles."""
     shown = table.copy()
     labels = [library_label(*pair) for pair in zip(shown["rl_library"], shown["ml_framework"], strict=True)]
@@ -202,6 +204,16 @@ def summary_markdown(
         f"Device: **{device}** ({'CPU ranks, gloo' if device == 'cpu' else 'one GPU per rank, NCCL'}).",
         f"Why: {device_reason}.",
         "",
+        *(
+            [
+                "## Plan: what the config asked for, and where each value came from",
+                "",
+                *[f"- {line}" for line in plan],
+                "",
+            ]
+            if plan
+            else []
+        ),
         "## Training throughput (weak scaling)",
         "",
         "Global FPS is `runtime.total_fps.mean` of each `training_multigpu` bundle (all ranks). Efficiency is the",
@@ -252,6 +264,7 @@ def write_study_outputs(
     learning_plot: Path,
     summary: Path,
     parity_csv: Path | None = None,
+    plan: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Aggregate a study's bundles and write the CSV, the three plots and the summary.
 
@@ -269,6 +282,7 @@ def write_study_outputs(
         efficiency_plot: Output efficiency figure.
         learning_plot: Output figure of the train runs' learning curves.
         summary: Output Markdown summary.
+        plan: The plan's lines as the workflow printed them when parsed (:func:`rlscale.study.plan_summary.plan_lines`).
         parity_csv: The parity stage's table (:func:`write_parity_outputs`), its plots beside it; None leaves the
             parity section out.
 
@@ -290,7 +304,7 @@ def write_study_outputs(
         plots = [Path(parity_csv).with_name(f"parity_{name}.png") for name in ("env_steps", "wall_time")]
         parity = parity_markdown(pd.read_csv(parity_csv), [str(plot) for plot in plots])
     trains = train_table(manifests, train_cells)
-    text = summary_markdown(study, device, device_reason, table, trains, others, figures, parity)
+    text = summary_markdown(study, device, device_reason, table, trains, others, figures, parity, plan)
     Path(summary).write_text(text)
     return table
 
