@@ -18,7 +18,7 @@ from rlscale.study.aggregate import (
     scaling_table,
 )
 from rlscale.study.plots import learning_curves_figure, scaling_figures
-from rlscale.study.summary import markdown_table, write_study_outputs
+from rlscale.study.summary import markdown_table, train_table, write_study_outputs
 
 CSV_COLUMNS = [
     "task", "rl_library", "ml_framework", "num_envs_per_rank", "world_size", "n_runs", "global_fps_median",
@@ -329,6 +329,30 @@ class TestLearningCurves:
         assert math.isnan(learning_curves([bundle])["mean_return"].iloc[0])
 
 
+def train_manifest(segments: list[tuple[int, int | None, float | None]], world_sizes=(2, 1)) -> dict:
+    """A train run's manifest with these (first iteration, last iteration, wall time) segments; the top-level wall
+    time is the last invocation's, as rank 0 writes it."""
+    records = [
+        {"start_time": f"2026-01-0{index + 1}T00:00:00+00:00", "world_size": world_sizes[index % len(world_sizes)],
+         "num_envs_per_rank": 8, "first_iteration": first, "last_iteration": last, "wall_time_s": wall_time,
+         "status": "completed" if wall_time else "running"}
+        for index, (first, last, wall_time) in enumerate(segments)
+    ]  # fmt: skip
+    return {"segments": records, "wall_time_s": segments[-1][2]}
+
+
+class TestTrainTable:
+    def test_a_resumed_run_counts_every_segment(self):
+        """Wall time and iterations trained add up over the run and each resume (a crash's redone iterations
+        included); a segment killed without a record leaves the wall time unknown, not understated."""
+        crashed_and_resumed = train_manifest([(0, 5, 30.0), (4, 9, 20.0)]) | {"iterations_completed": 10}
+        killed_then_resumed = train_manifest([(0, None, None), (0, 9, 50.0)]) | {"iterations_completed": 10}
+        cells = [{"task": "T", "world_size": 1}] * 2
+        table = train_table([crashed_and_resumed, killed_then_resumed], cells)
+        assert table[["iterations", "segments", "iterations_trained"]].values.tolist() == [[10, 2, 12], [10, 2, 10]]
+        assert table["wall_time_s"].tolist()[0] == 50.0 and pd.isna(table["wall_time_s"].tolist()[1])
+
+
 class TestStudyOutputs:
     def test_writes_csv_plots_and_summary(self, tmp_path):
         """The aggregate rule's function writes a CSV equal to the table, three PNGs and a summary with the table."""
@@ -339,7 +363,8 @@ class TestStudyOutputs:
             paths[-1].write_text(json.dumps(bundle))
         (tmp_path / "runtime.json").write_text(json.dumps(make_bundle(1.0, 2, workflow="runtime")))
         manifest = tmp_path / "manifest.json"
-        manifest.write_text(json.dumps({"iterations_completed": 3, "final_mean_return": 2.0, "wall_time_s": 1.0}))
+        resumed = train_manifest([(0, 1, 4.0), (2, 2, 1.0)])  # the summary's wall time is both segments'
+        manifest.write_text(json.dumps(resumed | {"iterations_completed": 3, "final_mean_return": 2.0}))
         out = {name: tmp_path / "out" / name for name in ("s.csv", "t.png", "e.png", "l.png", "summary.md")}
         write_study_outputs(
             study="unit",
@@ -367,6 +392,7 @@ class TestStudyOutputs:
         # Efficiency at 2 ranks: 1250 / 2000, between the ranges' 900 / 1000 / 2 and 1600 / 1000 / 2; one 1-rank seed
         # and two 2-rank seeds cover the medians with 0 × 0.5, which the summary says.
         assert "| 0.625 [0.45–0.8] (0.0%) |" in summary
+        assert "| T | rsl_rl | 1 | 3 | 2 | 3 | 2 | – | 5 | – |" in summary
         assert "runtime" in summary and "rank0" in summary
         assert "Why: device: auto chose cpu with the cpu_fallback sizes: no GPU visible (NVML)." in summary
 

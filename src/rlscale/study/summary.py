@@ -12,6 +12,7 @@ import pandas as pd
 
 from rlscale.benchmark.stats import CONFIDENCE
 from rlscale.benchmark.workflow import PHASES as STARTUP_PHASES
+from rlscale.manifest import segments_of
 from rlscale.study.aggregate import (
     bundle_record,
     learning_curves,
@@ -78,16 +79,22 @@ def other_bundles_table(bundles: Sequence[Mapping]) -> pd.DataFrame:
 
 
 def train_table(manifests: Sequence[Mapping], cells: Sequence[Mapping]) -> pd.DataFrame:
-    """One row per ``train`` run: its final return and episode length, wall time, and where its checkpoint is."""
+    """One row per ``train`` run: its final return and episode length, where its checkpoint is, and what all its
+    segments (the run and each resume of it) took: their count, the iterations they trained and their wall time
+    (None when one ended without recording its own, killed, or the manifest records no segments)."""
     rows = []
     for manifest, cell in zip(manifests, cells, strict=True):
+        segments = segments_of(manifest)
+        wall_times = [segment.wall_time_s for segment in segments]
         rows.append(
             {
                 **cell,
                 "iterations": manifest.get("iterations_completed"),
+                "segments": len(segments),
+                "iterations_trained": sum(segment.iterations for segment in segments),
                 "final_mean_return": manifest.get("final_mean_return"),
                 "final_mean_episode_length": manifest.get("final_mean_episode_length"),
-                "wall_time_s": manifest.get("wall_time_s"),
+                "wall_time_s": sum(wall_times) if segments and None not in wall_times else None,
                 "checkpoint": manifest.get("checkpoint"),
             }
         )
@@ -188,7 +195,16 @@ def summary_markdown(
         "",
     ]
     if len(trains):
-        lines += ["## Training runs (`train` rule)", "", markdown_table(trains), ""]
+        lines += [
+            "## Training runs (`train` rule)",
+            "",
+            "A run's segments are its first invocation and each `--resume auto` continuation (a rerun after a crash",
+            "or a kill); iterations_trained and wall_time_s add up all of them (iterations redone after a crash",
+            "included), wall_time_s is – when a segment ended without recording its own (killed outright).",
+            "",
+            markdown_table(trains),
+            "",
+        ]
     lines += list(parity)
     if len(others):
         lines += [
