@@ -102,6 +102,8 @@ CATALOGUE = [
          "non-negative"),
     case("train-run-name-path", f"{TRAIN} --run_name ../escape", "--run_name", "'../escape'",
          "drop the path separators"),
+    case("train-run-name-empty", f"{TRAIN} --run_name ''", "--run_name ''", "is empty",
+         "drop --run_name for an unnamed run"),
     case("train-log-root-is-file", f"{TRAIN} --log_root results.txt", "--log_root results.txt", "is a file",
          "name a directory", files=("results.txt",)),
     # --- rlscale train_multigpu: the launcher's own options

@@ -312,7 +312,7 @@ def test_a_manifest_outlasts_another_ranks_take_back_of_its_folder(tmp_path, mon
         write_atomic(path, text)
 
     monkeypatch.setattr(manifest, "write_atomic", after_a_take_back)
-    written = manifest.Manifest(tmp_path / "run" / "manifest.json", seed=7)
+    written = manifest.Manifest(tmp_path / "run" / "manifest.json", manifest.Segment.starting_now(1, 8, 0), seed=7)
     assert len(calls) == 2 and json.loads(written.path.read_text())["seed"] == 7
 
 

@@ -1,11 +1,14 @@
-"""``rlscale train --resume auto`` and atomic checkpoints: continuing a run in place, from its newest checkpoint that
-loads, on one device, on two CPU ranks, and as a Snakemake train job rerun after its ``snakemake`` was SIGKILLed; and
-what a resume restores on each library path (weights, optimizer, adapted learning rate, normalizers, skrl's timestep
-count), checked against the checkpoint file read without the library."""
+"""``rlscale train --resume auto`` and atomic checkpoints: which run it continues (the latest of its --run_name and kind
+of command; one of another task, library or framework refused), continuing it in place, from its newest checkpoint
+that loads, on one device, elastically across world sizes with every segment kept in the manifest, and as a Snakemake
+train job rerun after its ``snakemake`` was SIGKILLed; and what a resume restores on each library path (weights,
+optimizer, adapted learning rate, normalizers, skrl's timestep count), checked against the checkpoint file read
+without the library."""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import pickle
@@ -20,9 +23,11 @@ import numpy as np
 import psutil
 import pytest
 import torch
+from test_bad_inputs import case, run_case, tree
 
+from rlscale.manifest import segments_of
 from rlscale.paths import atomic_path
-from rlscale.resume import latest_run, newest_loadable
+from rlscale.resume import RunIdentity, latest_run, newest_loadable
 from rlscale.rl.common import parameter_digest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,6 +44,41 @@ def rlscale(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 
 def rank0_manifests(log_root: Path) -> list[dict]:
     return [json.loads(path.read_text()) for path in log_root.glob("*/*/*/manifest.json")]
+
+
+IDENTITY = ("Isaac-Cartpole-Direct", "rsl_rl", "torch")
+"""Task, library and framework of :func:`recorded_run`'s runs unless told otherwise (:data:`TRAIN`'s)."""
+
+
+def recorded_run(log_root: Path, directory: str, run_name: str | None = None, **args) -> Path:
+    """A run directory ``log_root/directory`` holding only a rank-0 manifest with these ``args`` (by default an
+    ``rlscale train`` run of :data:`IDENTITY`), written after every one made before."""
+    task, rl_library, ml_framework = IDENTITY
+    defaults = {"command": "rlscale train", "task": task, "rl_library": rl_library, "ml_framework": ml_framework}
+    path = log_root / directory / "manifest.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"status": "completed", "args": defaults | args | {"run_name": run_name}}))
+    newest = max((other.stat().st_mtime for other in log_root.rglob("manifest.json")), default=0)
+    os.utime(path, (newest + 1, newest + 1))  # distinct modification times, in the order made
+    return path.parent
+
+
+NAMED = "--device cpu --run_name long --resume auto"
+REFUSED = [
+    (case("other-task", f"train --task Isaac-Cartpole {NAMED}", "rlscale train: error: --resume auto: run 'long' "
+          "under logs", "ran with --task Isaac-Cartpole-Direct, not Isaac-Cartpole",
+          "pass another --run_name to start a new run, or drop --resume"), {"run_name": "long"}),
+    (case("other-library-launcher", f"train_multigpu --num_gpus 2 --task Isaac-Cartpole-Direct --rl_library rl_games "
+          f"{NAMED}", "rlscale train_multigpu: error:", "ran with --rl_library rsl_rl, not rl_games",
+          "pass another --run_name"), {"run_name": "long"}),
+    (case("other-framework", f"train --task Isaac-Cartpole-Direct --rl_library skrl --ml_framework jax {NAMED}",
+          "ran with --ml_framework torch, not jax", "pass another --run_name"),
+     {"run_name": "long", "rl_library": "skrl"}),
+    (case("unnamed-other-task", "train --task Isaac-Cartpole --device cpu --resume auto", "the unnamed run under logs",
+          "--task Isaac-Cartpole-Direct, not Isaac-Cartpole", "pass --run_name NAME to start a new run"), {}),
+]  # fmt: skip
+"""Commands whose ``--resume auto`` finds, under ``logs``, a run (made by :func:`recorded_run` with these args) of
+another task, library or ML framework."""
 
 
 class TestAtomicWrite:
@@ -84,24 +124,21 @@ class TestSelection:
         assert chosen == tmp_path / "4.pt" and skipped == [tmp_path / "6.pt"]
         assert newest_loadable(candidates, "torch", below=2, skipped=skipped.append) is None
 
-    def test_latest_run_of_the_same_name_and_framework(self, tmp_path):
-        """Only run directories whose manifest records the same --run_name and framework qualify; the last written
-        one wins."""
-
-        def run(name: str, run_name: str | None, framework: str = "torch") -> Path:
-            path = tmp_path / name / "manifest.json"
-            path.parent.mkdir()
-            path.write_text(json.dumps({"args": {"run_name": run_name, "ml_framework": framework}}))
-            time.sleep(0.01)  # distinct modification times
-            return path.parent
-
-        run("a_x", "x")
-        newer = run("b_x", "x")
-        run("c_y", "y")
-        run("d_x", "x", "jax")
-        (tmp_path / "e").mkdir()  # no manifest: not a run
-        assert latest_run(tmp_path, "x", "torch") == newer
-        assert latest_run(tmp_path, None, "torch") is None
+    def test_latest_run_of_the_same_name_and_kind_of_command(self, tmp_path):
+        """Only runs of the same --run_name (none: only unnamed ones) and kind of command qualify, whatever their
+        task or library; the one written last wins. train_multigpu continues train's runs, never a benchmark's."""
+        named = recorded_run(tmp_path, "rsl_rl/Isaac-Cartpole/1_x", run_name="x")
+        unnamed = recorded_run(tmp_path, "rl_games/Isaac-Cartpole-Direct/2", rl_library="rl_games")
+        newer_named = recorded_run(tmp_path, "rsl_rl/Isaac-Cartpole/3_x", run_name="x")
+        benchmark = recorded_run(tmp_path, "rsl_rl/Isaac-Cartpole/4", command="rlscale benchmark training_multigpu")
+        recorded_run(tmp_path, "rsl_rl/Isaac-Cartpole/5_y", run_name="y")
+        (tmp_path / "rsl_rl" / "Isaac-Cartpole" / "6").mkdir()  # no manifest: not a run
+        asked = RunIdentity("rlscale train_multigpu", None, "Isaac-Cartpole", "rsl_rl", "torch")
+        recorded = RunIdentity("rlscale train", None, "Isaac-Cartpole-Direct", "rl_games", "torch")
+        assert latest_run(tmp_path, asked) == (unnamed, recorded)
+        assert latest_run(tmp_path, dataclasses.replace(asked, run_name="x"))[0] == newer_named != named
+        assert latest_run(tmp_path, dataclasses.replace(asked, command="rlscale benchmark training"))[0] == benchmark
+        assert latest_run(tmp_path, dataclasses.replace(asked, run_name="z")) is None
 
 
 class TestResumeAuto:
@@ -120,6 +157,13 @@ class TestResumeAuto:
         assert [record["iteration"] for record in manifest["iterations"]] == [3, 4]
         assert Path(manifest["resumed_from"]).name in second.stdout and "(3/5)" in second.stdout
         assert Path(manifest["resumed_from"]).parent.is_relative_to(manifest["run_dir"])
+        segments = segments_of(manifest)  # the first invocation's segment is kept
+        assert [(segment.first_iteration, segment.last_iteration) for segment in segments] == [(0, 2), (3, 4)]
+        assert [(segment.world_size, segment.num_envs_per_rank, segment.status) for segment in segments] == [
+            (1, 16, "completed")
+        ] * 2
+        assert segments[0].start_time <= segments[1].start_time == manifest["start_time"]
+        assert segments[1].wall_time_s == manifest["wall_time_s"] and segments[0].wall_time_s > 0
 
     def test_truncated_newest_checkpoint_is_skipped(self, tmp_path):
         """A damaged newest checkpoint is passed over, with a line saying so, for the one before it."""
@@ -137,19 +181,72 @@ class TestResumeAuto:
         assert manifest["resumed_from"] == str(run_dir / "model_4.pt")
         assert (manifest["start_iteration"], manifest["iterations_completed"]) == (5, 8)
 
-    def test_two_ranks_continue_one_run(self, tmp_path):
-        """Both ranks of a job pick the same run directory: rank 1 writes in its rank_1/ and rank 0's checkpoint
-        is where both continue from."""
-        args = ["train_multigpu", "--num_gpus", "2", *TRAIN, "--log_root", str(tmp_path)]
-        first = rlscale(*args, "--max_iterations", "2")
+    def test_an_elastic_run_keeps_every_segment(self, tmp_path):
+        """A run of 2 ranks x 8 envs continues on 1 rank x 16 envs, then on 2 ranks again: both ranks of a job pick
+        the same run directory and rank 0's checkpoint. Rank 0's manifest keeps every segment; rank 1's those it ran
+        in."""
+        args = [*TRAIN, "--log_root", str(tmp_path)]
+        two_ranks = ["train_multigpu", "--num_gpus", "2", *args, "--num_envs", "8"]
+        first = rlscale(*two_ranks, "--max_iterations", "2")
         assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-        second = rlscale(*args, "--max_iterations", "4")
+        second = rlscale("train", *args, "--max_iterations", "3")
         assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+        assert "continuing on 1 rank(s) x 16 envs; the previous invocation ran 2 rank(s) x 8 envs" in second.stdout
+        third = rlscale(*two_ranks, "--max_iterations", "4")
+        assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
         [manifest] = rank0_manifests(tmp_path)
         rank1 = json.loads(Path(manifest["run_dir"], "rank_1", "manifest.json").read_text())
-        assert manifest["resumed_from"] == rank1["resumed_from"] == str(Path(manifest["run_dir"], "model_1.pt"))
-        assert (rank1["start_iteration"], rank1["iterations_completed"]) == (2, 4)
+        assert manifest["resumed_from"] == rank1["resumed_from"] == str(Path(manifest["run_dir"], "model_2.pt"))
+        assert (rank1["start_iteration"], rank1["iterations_completed"]) == (3, 4)
         assert len(set(manifest["rank_param_digests"])) == 1
+
+        def shape(segments) -> list[tuple]:
+            return [
+                (segment.world_size, segment.num_envs_per_rank, segment.first_iteration, segment.last_iteration)
+                for segment in segments
+            ]
+
+        segments = segments_of(manifest)
+        assert shape(segments) == [(2, 8, 0, 1), (1, 16, 2, 2), (2, 8, 3, 3)]
+        assert all(segment.status == "completed" and segment.wall_time_s > 0 for segment in segments)
+        assert sorted(segment.start_time for segment in segments) == [segment.start_time for segment in segments]
+        assert shape(segments_of(rank1)) == [(2, 8, 0, 1), (2, 8, 3, 3)]
+
+    def test_a_named_and_an_unnamed_run_continue_only_themselves(self, tmp_path):
+        """Without --run_name, --resume auto continues neither a named run nor a benchmark's unnamed one (a new run
+        starts, theirs are untouched); with --run_name it continues that run, not the unnamed one written since."""
+        runs = tmp_path / "rsl_rl" / "Isaac-Cartpole-Direct"
+        named = recorded_run(tmp_path, "rsl_rl/Isaac-Cartpole-Direct/2020-01-01_00-00-00_a", run_name="a")
+        benchmark = recorded_run(
+            tmp_path, "rsl_rl/Isaac-Cartpole-Direct/2020-01-01_00-00-01", command="rlscale benchmark training"
+        )
+        before = {run: (run / "manifest.json").read_text() for run in (named, benchmark)}
+        args = [*TRAIN, "--log_root", str(tmp_path), "--max_iterations", "1"]
+        unnamed = rlscale("train", *args)
+        assert unnamed.returncode == 0, unnamed.stderr[-3000:]
+        [new] = set(runs.iterdir()) - {named, benchmark}
+        assert f"--resume auto: starting from scratch in {new}\n" in unnamed.stdout
+        assert {run: (run / "manifest.json").read_text() for run in before} == before
+        again = rlscale("train", *args, "--run_name", "a")
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert f"--resume auto: starting from scratch in {named}\n" in again.stdout
+        assert set(runs.iterdir()) == {named, benchmark, new}
+        assert json.loads((named / "manifest.json").read_text())["args"]["run_name"] == "a"
+        assert len(segments_of(json.loads((new / "manifest.json").read_text()))) == 1
+
+    @pytest.mark.parametrize(("item", "recorded"), REFUSED, ids=[item.id for item, _ in REFUSED])
+    def test_a_run_of_another_task_library_or_framework_is_refused(self, item, recorded, tmp_path, monkeypatch, capsys):
+        """The run --resume auto would continue ran with another task, library or ML framework: one line naming
+        the option, both values and the fix; exit 2; nothing written (the launcher refuses before it launches)."""
+        monkeypatch.chdir(tmp_path)
+        library = recorded.get("rl_library", IDENTITY[1])
+        name = f"{library}/{IDENTITY[0]}/2020-01-01_00-00-00{'_long' if recorded.get('run_name') else ''}"
+        recorded_run(tmp_path / "logs", name, **recorded)
+        before = tree(tmp_path)
+        code, out, lines = run_case(item, tmp_path, monkeypatch, capsys)
+        assert (code, out, len(lines)) == (2, "", 1), lines
+        assert [text for text in item.needs if text not in lines[0]] == [], lines[0]
+        assert tree(tmp_path) == before
 
     def test_bad_checkpoint_interval_is_refused(self, tmp_path):
         result = rlscale("train", *TRAIN, "--checkpoint_interval", "0", "--log_root", str(tmp_path / "logs"))
@@ -480,6 +577,10 @@ class TestSnakemakeRerun:
         assert workdir / manifest["resumed_from"] == checkpoints[last]  # paths relative to the workdir
         assert (manifest["start_iteration"], manifest["iterations_completed"]) == (last + 1, TOTAL)
         assert [record["iteration"] for record in manifest["iterations"]] == list(range(last + 1, TOTAL))
+        killed, rerun_segment = segments_of(manifest)  # the killed attempt's segment is kept
+        assert (killed.status, killed.first_iteration, rerun_segment.status) == ("interrupted", 0, "completed")
+        assert killed.last_iteration >= last and killed.wall_time_s > 0
+        assert (rerun_segment.first_iteration, rerun_segment.last_iteration) == (last + 1, TOTAL - 1)
         final = torch.load(workdir / manifest["checkpoint"], weights_only=True)
         assert final["iter"] == TOTAL - 1
         log = (workdir / "logs" / "ci_tiny" / "train" / "Isaac-Cartpole-Direct" / "rsl_rl" / "ws1.log").read_text()

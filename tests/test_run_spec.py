@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rlscale.device import CPU
-from rlscale.launch.command import TRAIN_MULTIGPU
+from rlscale.launch.command import TRAIN_MULTIGPU, parse_launcher_args
 from rlscale.launch.launcher import check_train_ranks, run_launcher
 from rlscale.run import train
 from rlscale.run.spec import RUN_SPEC_ENV, JobShape, RunSpec, resolve_spec, spec_from_environment, write_spec
@@ -85,6 +85,23 @@ def test_the_launcher_resolves_its_ranks_spec_and_names_its_file(tmp_path, monke
 def test_a_dry_run_resolves_without_torch_and_an_elastic_job_has_no_fixed_world_size():
     spec = resolve_spec(["--task", "Isaac-Cartpole"], torch_free=True, job=JobShape(None))
     assert (spec.agent_cfg, spec.device, spec.world_size, spec.distributed) == (None, None, None, True)
+
+
+def test_the_spec_names_the_command_it_is_for(spec, tmp_path):
+    """Its parser's prog: the manifest records it, and --resume auto continues only runs of its own kind."""
+    from rlscale.benchmark.arguments import parse_in_process, resolve_in_process
+    from rlscale.benchmark.workflows import WORKFLOWS
+
+    argv = ["--task", "Isaac-Cartpole", "--device", "cpu", "--log_root", str(tmp_path)]
+    launched = check_train_ranks(*parse_launcher_args(["--num_gpus", "2", *argv], TRAIN_MULTIGPU, CPU_RANKS))
+    benchmark = resolve_in_process(WORKFLOWS["training"], *parse_in_process(WORKFLOWS["training"], argv, False))
+    assert [spec.command, launched.command, benchmark.command] == [
+        "rlscale train",
+        "rlscale train_multigpu",
+        "rlscale benchmark training",
+    ]
+    assert spec.manifest_args()["command"] == "rlscale train"
+    assert launched.identity.kind == spec.identity.kind != benchmark.identity.kind
 
 
 def test_the_spec_holds_a_device_and_the_resolved_env_count(spec):

@@ -13,7 +13,7 @@ from rlscale.study import summary
 from rlscale.study.aggregate import RECORD_COLUMNS, IncompatibleBundlesError, load_bundles, scaling_table
 from rlscale.study.plots import learning_curves_figure, scaling_figures
 from rlscale.study.summary import ENV_ONLY_LABEL, markdown_table, other_bundles_table, write_study_outputs
-from rlscale.study.train_runs import train_curves
+from rlscale.study.train_runs import train_curves, train_table
 
 CSV_COLUMNS = [
     "task", "rl_library", "ml_framework", "num_envs_per_rank", "world_size", "n_runs", "global_fps_median",
@@ -373,6 +373,30 @@ def write_outputs(tmp_path, bundles: list[dict], others: list[dict], manifests: 
         summary=out["summary.md"],
     )
     return out
+
+
+def segmented_manifest(segments: list[tuple[int, int | None, float | None]], world_sizes=(2, 1)) -> dict:
+    """A train run's manifest with these (first iteration, last iteration, wall time) segments; the top-level wall
+    time is the last invocation's, as rank 0 writes it."""
+    records = [
+        {"start_time": f"2026-01-0{index + 1}T00:00:00+00:00", "world_size": world_sizes[index % len(world_sizes)],
+         "num_envs_per_rank": 8, "first_iteration": first, "last_iteration": last, "wall_time_s": wall_time,
+         "status": "completed" if wall_time else "running"}
+        for index, (first, last, wall_time) in enumerate(segments)
+    ]  # fmt: skip
+    return {"segments": records, "wall_time_s": segments[-1][2]}
+
+
+class TestTrainTable:
+    def test_a_resumed_run_counts_every_segment(self):
+        """Wall time and iterations trained add up over the run and each resume (a crash's redone iterations
+        included); a segment killed without a record leaves the wall time unknown, not understated."""
+        crashed_and_resumed = segmented_manifest([(0, 5, 30.0), (4, 9, 20.0)]) | {"iterations_completed": 10}
+        killed_then_resumed = segmented_manifest([(0, None, None), (0, 9, 50.0)]) | {"iterations_completed": 10}
+        cells = [{"task": "T", "world_size": 1}] * 2
+        table = train_table([crashed_and_resumed, killed_then_resumed], cells)
+        assert table[["iterations", "segments", "iterations_trained"]].values.tolist() == [[10, 2, 12], [10, 2, 10]]
+        assert table["wall_time_s"].tolist()[0] == 50.0 and pd.isna(table["wall_time_s"].tolist()[1])
 
 
 class TestStudyOutputs:

@@ -1,13 +1,17 @@
-"""``manifest.json``: what ran, where, with which versions, and how it ended."""
+"""``manifest.json``: what ran, where, with which versions, and how it ended; and the run's segments, one per
+invocation, which a continued run keeps from the manifest it rewrites."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import json
 import os
 import socket
 import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -91,19 +95,69 @@ def placement_record() -> dict:
     }
 
 
+@dataclass(frozen=True)
+class Segment:
+    """One invocation of a run: the run as first started, or one ``--resume auto`` continuation of it in its run
+    directory, which may have another world size or env count than the invocation before (an elastic
+    continuation)."""
+
+    start_time: str
+    """When it started: UTC, ISO 8601."""
+    world_size: int
+    num_envs_per_rank: int | None
+    first_iteration: int
+    """Number of its first iteration: 0, or the iterations its checkpoint had finished."""
+    last_iteration: int | None = None
+    """Number of the last iteration it finished; None if it finished none, or ended without a word (killed by
+    SIGKILL, its node lost)."""
+    wall_time_s: float | None = None
+    """Its wall time, setup included; None while it runs, or if it ended without a word."""
+    status: str = "running"
+    """How it ended (``completed``, ``crashed``, ``interrupted``); ``running`` while it runs, or if it ended without
+    a word."""
+
+    @classmethod
+    def starting_now(cls, world_size: int, num_envs_per_rank: int | None, first_iteration: int) -> Segment:
+        return cls(utc_now(), world_size, num_envs_per_rank, first_iteration)
+
+    @property
+    def iterations(self) -> int:
+        """Iterations it finished (after a crash, those since its checkpoint are trained again by the next)."""
+        return 0 if self.last_iteration is None else self.last_iteration - self.first_iteration + 1
+
+
+def segments_of(manifest: Mapping) -> list[Segment]:
+    """The segments a manifest's data records, oldest first."""
+    return [Segment(**record) for record in manifest.get("segments", [])]
+
+
+def earlier_segments(path: Path) -> list[Segment]:
+    """The segments of the manifest at ``path``, which a continuing invocation keeps before its own; none when there
+    is no readable manifest there."""
+    try:
+        return segments_of(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return []
+
+
 # Another rank's take-back (rlscale.run.phases.discard_run_directory) can remove the folder between a write's mkdir and
 # its file; each take-back passes once, so a few attempts outlast them.
 WRITE_ATTEMPTS = 8
 
 
 class Manifest:
-    """Accumulates the run's record and rewrites ``manifest.json`` atomically at each change."""
+    """Accumulates the run's record and rewrites ``manifest.json`` atomically at each change.
 
-    def __init__(self, path: Path, **fields) -> None:
+    Its ``segments`` are ``earlier`` (those of the invocations this one continues) then ``segment``, this
+    invocation's, which :meth:`finish` closes.
+    """
+
+    def __init__(self, path: Path, segment: Segment, earlier: Sequence[Segment] = (), **fields) -> None:
         self.path = path
+        self.segments = [*earlier, segment]
         self.data = {
             "status": "running",
-            "start_time": utc_now(),
+            "start_time": segment.start_time,
             "end_time": None,
             "host": socket.gethostname(),
             "pid": os.getpid(),
@@ -111,15 +165,24 @@ class Manifest:
             "git": git_state(),
             "placement": placement_record(),
             **fields,
+            "segments": self.segment_records(),
         }
         self.write()
+
+    def segment_records(self) -> list[dict]:
+        return [dataclasses.asdict(segment) for segment in self.segments]
 
     def update(self, **fields) -> None:
         self.data.update(fields)
         self.write()
 
-    def finish(self, status: str, **fields) -> None:
-        self.update(status=status, end_time=utc_now(), **fields)
+    def finish(self, status: str, *, last_iteration: int | None, wall_time_s: float, **fields) -> None:
+        """Record how this invocation ended: ``status``, the number of its last finished iteration (None: none) and
+        its wall time, in the manifest and in its segment."""
+        ended = {"status": status, "last_iteration": last_iteration, "wall_time_s": wall_time_s}
+        self.segments[-1] = dataclasses.replace(self.segments[-1], **ended)
+        segments = self.segment_records()
+        self.update(status=status, end_time=utc_now(), wall_time_s=wall_time_s, **fields, segments=segments)
 
     def write(self) -> None:
         text = json.dumps(self.data, indent=2, default=str) + "\n"

@@ -1,35 +1,96 @@
 """``rlscale train --resume auto``: which run directory to continue, and from which of its checkpoints.
 
-Where a library keeps its checkpoints, and which iteration each holds, is its adapter's business
-(``find_checkpoints``); this module only chooses among what the adapter found.
+A run under a log root is named by its ``--run_name`` (or by having none) and by the kind of command that made it;
+``--resume auto`` continues the latest such run, and only with the task, library and ML framework it ran with. Where
+a library keeps its checkpoints, and which iteration each holds, is its adapter's business (``find_checkpoints``);
+this module only chooses among what the adapter found.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 AUTO = "auto"
 """The ``--resume`` value that continues the latest run in place."""
 
+MUST_MATCH = {"task": "--task", "rl_library": "--rl_library", "ml_framework": "--ml_framework"}
+"""What a continuation must share with the run it continues → the option that sets it."""
 
-def latest_run(runs_root: Path, run_name: str | None, ml_framework: str) -> Path | None:
-    """The run directory under ``runs_root`` whose rank-0 manifest was written last, among the runs with this
-    ``--run_name`` and ML framework (skrl's torch and JAX runs share a root); None if there is none.
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """What ``--resume auto`` compares between the command line and a run, as a run's manifest ``args`` record it."""
+
+    command: str
+    """The command that made the run (``rlscale train``, ``rlscale benchmark training_multigpu``...)."""
+    run_name: str | None
+    task: str
+    rl_library: str
+    ml_framework: str
+
+    @classmethod
+    def recorded(cls, args: Mapping) -> RunIdentity | None:
+        """The identity a manifest's ``args`` record; None where they lack a field (not an rlscale run's)."""
+        names = [item.name for item in fields(cls)]
+        if not all(name in args for name in names):
+            return None
+        return cls(**{name: args[name] for name in names})
+
+    @property
+    def kind(self) -> str:
+        """Commands whose runs continue one another: a command and its ``_multigpu`` form, so that a run may go on at
+        another world size; each benchmark workflow is a kind of its own."""
+        return self.command.removesuffix("_multigpu")
+
+    def describe(self) -> str:
+        return f"run {self.run_name!r}" if self.run_name is not None else "the unnamed run"
+
+
+def latest_run(log_root: Path, asked: RunIdentity) -> tuple[Path, RunIdentity] | None:
+    """The run directory under ``log_root`` (``<rl_library>/<task>/<run>/``) of ``asked``'s ``--run_name`` (None:
+    among the unnamed runs) and command kind whose rank-0 manifest was written last, with the identity it records;
+    None if there is none.
 
     Every rank of a job picks the same one: the directory a rank-0 rerun writes to stays the latest.
     """
-    runs = []
-    for manifest in runs_root.glob("*/manifest.json"):
+    written = []
+    for manifest in log_root.glob("*/*/*/manifest.json"):
+        with contextlib.suppress(OSError):  # taken back by its run meanwhile
+            written.append((manifest.stat().st_mtime, manifest))
+    for _, manifest in sorted(written, reverse=True):
         try:
-            recorded = json.loads(manifest.read_text())["args"]
+            recorded = RunIdentity.recorded(json.loads(manifest.read_text())["args"])
         except (OSError, ValueError, KeyError, TypeError):  # not an rlscale run directory
             continue
-        if recorded.get("run_name") == run_name and recorded.get("ml_framework") == ml_framework:
-            runs.append(manifest)
-    newest = max(runs, key=lambda path: path.stat().st_mtime, default=None)
-    return newest.parent if newest else None
+        if recorded is not None and (recorded.run_name, recorded.kind) == (asked.run_name, asked.kind):
+            return manifest.parent, recorded
+    return None
+
+
+def run_to_continue(log_root: Path, asked: RunIdentity) -> Path | None:
+    """The directory ``--resume auto`` continues (:func:`latest_run`); None: the run is a new one.
+
+    Raises:
+        ValueError: when that run's task, library or ML framework is not ``asked``'s, naming the option, both values
+            and the fix.
+    """
+    found = latest_run(log_root, asked)
+    if found is None:
+        return None
+    directory, recorded = found
+    for name, option in MUST_MATCH.items():
+        if getattr(recorded, name) != getattr(asked, name):
+            name_it = "another --run_name" if asked.run_name is not None else "--run_name NAME"
+            raise ValueError(
+                f"--resume auto: {recorded.describe()} under {log_root} ({directory}) ran with {option} "
+                f"{getattr(recorded, name)}, not {getattr(asked, name)}; pass {name_it} to start a new run, "
+                "or drop --resume"
+            )
+    return directory
 
 
 def newest_loadable(

@@ -57,8 +57,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
         "--resume",
         type=_resume_value,
         metavar="CHECKPOINT|auto",
-        help="checkpoint to continue training from; auto: continue the latest run of this --run_name in its run "
-        "directory, from its newest loadable checkpoint (from scratch if it has none), to --max_iterations in total",
+        help="checkpoint to continue training from; auto: continue the latest run of this --run_name (none: the latest "
+        "unnamed run) under --log_root in its run directory, from its newest loadable checkpoint (from scratch if it "
+        "has none), to --max_iterations in total; a run of another task, library or ML framework is refused",
     )
     parser.add_argument(
         "--checkpoint_interval",
@@ -160,6 +161,8 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace, lau
         parser.error(str(error))
     if args.seed is not None and args.seed < 0:
         parser.error(f"--seed must be non-negative (got {args.seed})")
+    if args.run_name == "":  # it would name no run, yet set it apart from the unnamed ones
+        parser.error("--run_name '' is empty; drop --run_name for an unnamed run, or name it, e.g. my_run")
     if args.run_name is not None and {"/", os.sep} & set(args.run_name):  # it names one folder under log_root
         parser.error(f"--run_name {args.run_name!r} is not a folder name; drop the path separators, e.g. my_run")
     if Path(args.log_root).exists() and not Path(args.log_root).is_dir():

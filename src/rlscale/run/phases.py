@@ -20,7 +20,7 @@ from rlscale.heartbeat import beat
 from rlscale.resume import AUTO
 from rlscale.run.rank import place_rank
 from rlscale.run.spec import RunSpec
-from rlscale.run.start import auto_resume, resolve_seed, run_directory
+from rlscale.run.start import auto_resume, report_elastic, resolve_seed, run_directory
 from rlscale.run.stop_signals import INTERRUPTED_EXIT_CODE, interrupt_on_stop_signals
 
 if TYPE_CHECKING:
@@ -89,6 +89,18 @@ class _Run:
     @property
     def context(self) -> TrainContext:
         return self.outcome.context
+
+    def finish_manifest(self, status: str, **fields) -> None:
+        """Record in the manifest how this invocation ended, its wall time and the iterations it finished."""
+        records = self.outcome.records
+        self.outcome.wall_time_s = time.perf_counter() - self.started
+        self.manifest.finish(
+            status,
+            last_iteration=records[-1].iteration if records else None,
+            wall_time_s=self.outcome.wall_time_s,
+            iterations=self.outcome.iteration_records(),
+            **fields,
+        )
 
     def audit_ranks(self, iteration: int) -> list[str]:
         """Gather every rank's policy digest and refuse ranks out of sync (:mod:`rlscale.rank_sync`)."""
@@ -160,16 +172,13 @@ def execute(
         discard_run_directory(run)
         raise
     except KeyboardInterrupt:
-        run.manifest.finish("interrupted", iterations=run.outcome.iteration_records())
-        run.outcome.wall_time_s = time.perf_counter() - run.started
+        run.finish_manifest("interrupted")
         context = run.context
         print(f"[rlscale] rank {context.rank.rank} interrupted; run directory {context.log_dir}", file=sys.stderr)
         return run.outcome
     except BaseException as error:
         with contextlib.suppress(OSError):  # a full disk: the error that filled it is the one to report
-            run.manifest.finish(
-                "crashed", error=f"{type(error).__name__}: {error}", iterations=run.outcome.iteration_records()
-            )
+            run.finish_manifest("crashed", error=f"{type(error).__name__}: {error}")
         raise
     finish(run, tracked, result, digests)
     return run.outcome
@@ -185,7 +194,7 @@ def prepare(spec: RunSpec) -> _Run:
     # start together, so none has made a folder yet, and each one's take-back (discard_run_directory) reaches as high,
     # whichever rank is out last.
     created = next((folder for folder in reversed((log_dir, *log_dir.parents)) if not folder.exists()), None)
-    from rlscale.manifest import Manifest, device_description
+    from rlscale.manifest import Manifest, Segment, device_description, earlier_segments
     from rlscale.rl import load_adapter
     from rlscale.rl.common import TrainContext
     from rlscale.rl.dist_compat import use_collective_timeout, use_gloo_for_cpu_ranks
@@ -205,8 +214,15 @@ def prepare(spec: RunSpec) -> _Run:
     else:
         resume = spec.resume_path
         start = adapter.checkpoint_iteration(resume, agent_cfg) if resume else 0
+    # A continued run keeps the segments its manifest recorded; each rank keeps those of the invocations it ran in.
+    earlier = earlier_segments(log_dir / "manifest.json") if spec.resume == AUTO else []
+    segment = Segment.starting_now(rank.world_size, spec.num_envs, start)
+    if earlier and rank.is_main:
+        report_elastic(earlier[-1], segment)
     manifest = Manifest(
         log_dir / "manifest.json",
+        segment,
+        earlier,
         args=spec.manifest_args(),
         agent_cfg=agent_cfg,
         seed=seed,
@@ -320,8 +336,7 @@ def finish(run: _Run, tracked: TrackedTask, result: TrainResult, digests: list[s
 
     last = tracked.records[-1] if tracked.records else None
     outcome = run.outcome
-    outcome.wall_time_s = time.perf_counter() - run.started
-    run.manifest.finish(
+    run.finish_manifest(
         "completed",
         num_envs=tracked.num_envs,
         start_iteration=result.start_iteration,
@@ -333,8 +348,6 @@ def finish(run: _Run, tracked: TrackedTask, result: TrainResult, digests: list[s
         sync_checked_at_iterations=run.sync_checks,
         final_mean_return=last.mean_return if last else None,
         final_mean_episode_length=last.mean_episode_length if last else None,
-        iterations=outcome.iteration_records(),
-        wall_time_s=outcome.wall_time_s,
     )
     outcome.status, outcome.result = "completed", result
     if torch.distributed.is_initialized():

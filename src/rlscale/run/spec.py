@@ -18,7 +18,7 @@ from typing import Any
 from rlscale.device import Device
 from rlscale.dist import rank_info
 from rlscale.faults import fault_from_environment
-from rlscale.resume import AUTO
+from rlscale.resume import AUTO, RunIdentity, run_to_continue
 from rlscale.rl import agent_defaults
 from rlscale.rl.agent_overrides import apply_override
 from rlscale.run.args import build_parser, check_options, parse_command_line, split_overrides
@@ -82,10 +82,18 @@ class RunSpec:
     """Allow TF32 for float32 matmuls and cuDNN convolutions on CUDA."""
     sync_check_interval: int
     headless: bool
+    command: str
+    """The command the spec is for, its parser's ``prog`` (``rlscale train``, ``rlscale train_multigpu``, ``rlscale
+    benchmark training``...): the kind of run it makes, which ``--resume auto`` continues only with its own kind."""
     world_size: int | None
     """Ranks of the job (None: torchrun decides); each rank checks torchrun's ``WORLD_SIZE`` against it once."""
     options: dict[str, Any] = field(default_factory=dict)
     """The options of the command that embeds the run (a benchmark workflow's own), by name."""
+
+    @property
+    def identity(self) -> RunIdentity:
+        """What ``--resume auto`` compares with the run it would continue."""
+        return RunIdentity(self.command, self.run_name, self.task, self.rl_library, self.ml_framework)
 
     @property
     def resume_path(self) -> Path | None:
@@ -158,6 +166,12 @@ def spec_from_args(
         task_id = resolve_task_id(args.task)
     except UnknownTaskError as error:
         parser.error(f"--task: {error}")
+    if args.resume == AUTO:
+        asked = RunIdentity(parser.prog, args.run_name, task_id, args.rl_library, args.ml_framework)
+        try:
+            run_to_continue(Path(args.log_root), asked)
+        except ValueError as error:
+            parser.error(str(error))
     launched = job is not None
     job = job or JobShape.of_this_process()
     try:
@@ -165,14 +179,14 @@ def spec_from_args(
     except ValueError as error:
         parser.error(str(error))
     if torch_free:
-        return _spec(args, task_id, env_overrides, job, launched, _given_device(args.device))
+        return _spec(parser, args, task_id, env_overrides, job, launched, _given_device(args.device))
     task_spec = get_spec(task_id)
     try:
         if task_spec.check_available is not None:
             task_spec.check_available()
     except ImportError as error:
         parser.error(f"--task: {error}")
-    spec = _spec(args, task_id, env_overrides, job, launched, resolve_device(parser, args.device))
+    spec = _spec(parser, args, task_id, env_overrides, job, launched, resolve_device(parser, args.device))
     try:
         agent_cfg = agent_defaults.agent_cfg(task_id, args.rl_library)  # the task's own YAML, else the defaults
     except ValueError as error:
@@ -199,6 +213,7 @@ def spec_from_args(
 
 
 def _spec(
+    parser: argparse.ArgumentParser,
     args: argparse.Namespace,
     task_id: str,
     env_overrides: dict[str, str],
@@ -233,6 +248,7 @@ def _spec(
         tf32=args.tf32,
         sync_check_interval=args.sync_check_interval,
         headless=args.headless,
+        command=parser.prog,
         world_size=job.world_size,
         options={name: value for name, value in options.items() if name not in own},
     )

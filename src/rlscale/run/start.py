@@ -6,24 +6,28 @@ import datetime
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlscale.dist import RUN_TIMESTAMP_ENV
-from rlscale.resume import AUTO, latest_run, newest_loadable
+from rlscale.resume import AUTO, newest_loadable, run_to_continue
 from rlscale.rl import LIBRARIES
 from rlscale.run.spec import RunSpec
+
+if TYPE_CHECKING:
+    from rlscale.manifest import Segment
 
 
 def run_directory(spec: RunSpec) -> Path:
     """``<log_root>/<rl_library>/<task>/<timestamp>[_<run_name>]``, rank 0's; other ranks write in its ``rank_<r>/``.
 
-    With ``--resume auto`` it is the latest existing run directory of this run name, if any, so that a rerun continues
-    in place: its checkpoints, TensorBoard events and console log go on in the same directory.
+    With ``--resume auto`` it is the directory of the run it continues (:func:`rlscale.resume.run_to_continue`), if
+    any, so that a rerun goes on in place: its checkpoints, TensorBoard events and console log in the same directory.
+    Resolving the spec refused a run of this name with another task, library or ML framework.
     """
-    runs_root = Path(spec.log_root, spec.rl_library, spec.task)
-    if spec.resume == AUTO and (latest := latest_run(runs_root, spec.run_name, spec.ml_framework)) is not None:
-        return latest
+    if spec.resume == AUTO and (continued := run_to_continue(Path(spec.log_root), spec.identity)) is not None:
+        return continued
     stamp = os.environ.get(RUN_TIMESTAMP_ENV) or datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-    return runs_root / (f"{stamp}_{spec.run_name}" if spec.run_name else stamp)
+    return Path(spec.log_root, spec.rl_library, spec.task, f"{stamp}_{spec.run_name}" if spec.run_name else stamp)
 
 
 def auto_resume(
@@ -57,6 +61,17 @@ def auto_resume(
         found = f"continuing from {checkpoint.name} ({start}/{total})" if checkpoint else "starting from scratch"
         print(f"[rlscale] --resume auto: {found} in {run_dir}", flush=True)
     return checkpoint, start
+
+
+def report_elastic(before: Segment, now: Segment) -> None:
+    """Say so when a continued run goes on at another world size or env count than its previous invocation's (the
+    manifest's segments record both)."""
+    if (before.world_size, before.num_envs_per_rank) != (now.world_size, now.num_envs_per_rank):
+        print(
+            f"[rlscale] --resume auto: continuing on {now.world_size} rank(s) x {now.num_envs_per_rank} envs; the "
+            f"previous invocation ran {before.world_size} rank(s) x {before.num_envs_per_rank} envs",
+            flush=True,
+        )
 
 
 def resolve_seed(spec: RunSpec) -> int:

@@ -234,7 +234,16 @@ def summary_markdown(
         "",
     ]
     if len(trains):
-        lines += ["## Training runs (`train` rule)", "", markdown_table(trains), ""]
+        lines += [
+            "## Training runs (`train` rule)",
+            "",
+            "A run's segments are its first invocation and each `--resume auto` continuation (a rerun after a crash",
+            "or a kill); iterations_trained and wall_time_s add up all of them (iterations redone after a crash",
+            "included), wall_time_s is – when a segment ended without recording its own (killed outright).",
+            "",
+            markdown_table(trains),
+            "",
+        ]
     lines += list(parity)
     if len(others):
         lines += [

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from rlscale.manifest import segments_of
+
 CURVE_COLUMNS = [
     *("task", "rl_library", "ml_framework", "num_envs_per_rank", "world_size", "seed", "start_iteration"),
     *("env_steps", "mean_return"),
@@ -22,16 +24,22 @@ CURVE_COLUMNS = [
 
 
 def train_table(manifests: Sequence[Mapping], cells: Sequence[Mapping]) -> pd.DataFrame:
-    """One row per ``train`` run: its final return and episode length, wall time, and where its checkpoint is."""
+    """One row per ``train`` run: its final return and episode length, where its checkpoint is, and what all its
+    segments (the run and each resume of it) took: their count, the iterations they trained and their wall time
+    (None when one ended without recording its own, killed, or the manifest records no segments)."""
     rows = []
     for manifest, cell in zip(manifests, cells, strict=True):
+        segments = segments_of(manifest)
+        wall_times = [segment.wall_time_s for segment in segments]
         rows.append(
             {
                 **cell,
                 "iterations": manifest.get("iterations_completed"),
+                "segments": len(segments),
+                "iterations_trained": sum(segment.iterations for segment in segments),
                 "final_mean_return": manifest.get("final_mean_return"),
                 "final_mean_episode_length": manifest.get("final_mean_episode_length"),
-                "wall_time_s": manifest.get("wall_time_s"),
+                "wall_time_s": sum(wall_times) if segments and None not in wall_times else None,
                 "checkpoint": manifest.get("checkpoint"),
             }
         )
