@@ -9,6 +9,7 @@ it, name it first, as the docs do: ``--configfile config/config.yaml overlay.yam
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -56,7 +57,10 @@ def explicit_keys(configfiles: Sequence[Path], command_line: Mapping, default: P
     written: dict[str, str] = {}
     for path in configfiles:
         if Path(path).resolve() != default.resolve():
-            written.update(dict.fromkeys(_leaf_keys(load_configfile(str(path)) or {}), str(path)))
+            # Named as from the working directory, so that the plan (a param of the aggregate rule) stays the same
+            # when the checkout moves.
+            shown = os.path.relpath(path) if Path(path).resolve().is_relative_to(Path.cwd()) else str(path)
+            written.update(dict.fromkeys(_leaf_keys(load_configfile(str(path)) or {}), shown))
     written.update(dict.fromkeys(_leaf_keys(command_line), "--config"))
     return written
 
