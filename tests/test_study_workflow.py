@@ -202,8 +202,15 @@ class TestEndToEnd:
         (tmp_path / "venv").symlink_to(sys.prefix)
         python = tmp_path / "venv" / "bin" / Path(sys.executable).name
         command = [str(python), "-m", "snakemake", "-s", str(checkout / "Snakefile"), "--directory", str(tiny_study)]
-        flags = ["-n", "--configfile", CONFIG, CI_OVERLAY, "--config", "peer_baseline=True"]
-        result = subprocess.run([*command, *flags], capture_output=True, text=True, timeout=120, cwd=tiny_study)
+        # The moved checkout's own config/config.yaml is its default, as for a user who moved theirs.
+        flags = ["-n", "--configfile", str(checkout / "config" / "config.yaml"), CI_OVERLAY]
+        result = subprocess.run(
+            [*command, *flags, "--config", "peer_baseline=True"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tiny_study,
+        )
         assert result.returncode == 0, result.stderr[-2000:]
         assert "Nothing to be done" in result.stdout + result.stderr, (result.stdout + result.stderr)[-3000:]
 
