@@ -206,3 +206,12 @@ class TestOneLineRefusals:
             f"config: parity.target.Isaac-Cartpole-Direct: {problem}; give one: at_least for a metric to raise, "
             "at_most for one to lower"
         )
+
+    def test_an_agent_override_without_its_prefix(self):
+        config = {**default_config(), "agent_overrides": {"rsl_rl": ["algorithm.learning_rate=1e-4"]}}
+        with pytest.raises(StudyConfigError) as error:
+            validated(config, "0,1")
+        assert str(error.value) == (
+            "config: agent_overrides.rsl_rl[0]: 'algorithm.learning_rate=1e-4' is neither an override nor a flag; "
+            "write agent.KEY=VALUE, --flag or --flag=VALUE"
+        )
