@@ -6,7 +6,7 @@ STAMP := $(VENV)/.rlscale-installed
 TORCH_SPEC ?= torch==2.13.0
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup test test-robots test-stress lint study clean slurm-up slurm-down test-slurm
+.PHONY: setup test test-robots test-stress test-study lint study clean slurm-up slurm-down test-slurm
 
 setup: $(STAMP)
 
@@ -31,12 +31,17 @@ lint: setup
 	$(PY) tools/module_sizes.py
 
 test: lint
-	$(PY) -m pytest -q --durations=15 -m "not stress and not robots"
+	$(PY) -m pytest -q --durations=15 -m "not stress and not robots and not study"
 
 # The robots' CPU checks (tests/test_robots.py: contract, every library on two CPU ranks, evaluate): about 5 minutes
 # on 2 cores, most of it MJX compiling on the CPU, kept out of `make test`'s 20; CI runs them.
 test-robots: setup
 	$(PY) -m pytest -q -m robots
+
+# Whole tiny studies run by Snakemake (the Cartpole scaling study with every stage, one with the example task, a killed
+# train job continued): about 4 minutes on 2 cores, kept out of `make test`'s 20; CI runs them.
+test-study: setup
+	$(PY) -m pytest -q -m study
 
 # Repeated randomised trials (crashes of random ranks at random iterations, torn down and named each time): about
 # 2 minutes on 2 cores, kept out of `make test`'s 20; CI runs them.

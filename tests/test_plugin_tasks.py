@@ -320,6 +320,7 @@ class TestTrainingThePendulum:
 
 
 @pytest.mark.slow
+@pytest.mark.study
 def test_a_tiny_study_includes_the_pendulum(tmp_path):
     """The CI study (CPU, rsl_rl, one world size here) of the pendulum alone: validated (check_task included), trained
     and benchmarked, with its scaling row. The base configs' per-task parity entries name tasks not studied here."""

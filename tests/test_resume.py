@@ -524,6 +524,7 @@ def processes_in(directory: Path) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.study
 class TestSnakemakeRerun:
     def test_killed_train_job_continues_from_its_last_checkpoint(self, tmp_path):
         """SIGKILL of snakemake's process group mid-training takes the job's launcher and ranks down too; after

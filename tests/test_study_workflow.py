@@ -89,6 +89,7 @@ def tiny_study(tmp_path_factory) -> Path:
     return workdir
 
 
+@pytest.mark.study  # make test-study: the tiny study takes both cores for about two minutes
 class TestEndToEnd:
     def test_scaling_csv_columns(self, tiny_study):
         """scaling.csv has the required columns, one row per world size."""
