@@ -54,7 +54,8 @@ def _schema_message(error) -> str:
         problem = "gives both at_least and at_most" if both else "gives neither at_least nor at_most"
         return f"{where}: {problem}; give one: at_least for a metric to raise, at_most for one to lower"
     if error.validator == "pattern" and where.startswith("agent_overrides"):
-        return f"{where}: {error.instance!r} is neither an override nor a flag; write agent.KEY=VALUE, --flag or --flag=VALUE"
+        fix = "write agent.KEY=VALUE, --flag or --flag=VALUE"
+        return f"{where}: {error.instance!r} is neither an override nor a flag; {fix}"
     if error.validator == "type":
         types = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
         fix = _TYPE_FIXES.get(types[0], f"write a {types[0]}")
