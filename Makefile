@@ -33,8 +33,9 @@ lint: setup
 test: lint
 	$(PY) -m pytest -q --durations=15 -m "not stress and not robots and not study"
 
-# The robots' CPU checks (tests/test_robots.py: contract, every library on two CPU ranks, evaluate): about 5 minutes
-# on 2 cores, most of it MJX compiling on the CPU, kept out of `make test`'s 20; CI runs them.
+# The robots' CPU checks (tests/test_robots.py: contract, every library on two CPU ranks, evaluate; tests/test_play.py:
+# each robot filmed, which needs EGL: docs/robots.md): about 8 minutes on 2 cores, most of it MJX compiling on the
+# CPU, kept out of `make test`'s 20; CI runs them.
 test-robots: setup
 	$(PY) -m pytest -q -m robots
 

@@ -22,6 +22,7 @@ COMMANDS = {
     "list_tasks": ("rlscale.cli", "list_tasks", "list the registered task ids and the package of each"),
     "check_task": ("rlscale.cli", "check_task", "check a task against the VecTask contract (exit 1 if it breaks it)"),
     "evaluate": ("rlscale.run.evaluate", "main", "a trained velocity-tracking policy on fixed commands"),
+    "play": ("rlscale.run.play", "main", "run a checkpoint's policy; with --video, film it as a GIF or MP4"),
 }
 ALIASES = {
     "train-multigpu": "train_multigpu",

@@ -15,23 +15,19 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from rlscale.argparsing import OneLineParser
 from rlscale.paths import unwritable_reason
-from rlscale.rl import LIBRARIES
-
-if TYPE_CHECKING:
-    from rlscale.rl.adapter import EvaluatingAdapter
+from rlscale.run.checkpoint_policy import (
+    checkpoint_refusal,
+    is_velocity_task,
+    parse_command,
+    read_manifest,
+    task_and_policy,
+)
 
 CHECKPOINT_FIELD = "{checkpoint}"
-
-
-def parse_command(text: str) -> tuple[float, float, float]:
-    values = tuple(float(value) for value in text.split(","))
-    if len(values) != 3:
-        raise ValueError
-    return values
 
 
 def parser() -> OneLineParser:
@@ -71,7 +67,7 @@ def main(argv: list[str]) -> int:
     if bad:
         command_line.error(bad)
     args.device = str(resolve_device(command_line, args.device))  # torch takes the text
-    manifest = json.loads((args.checkpoint[0].parent / "manifest.json").read_text())
+    manifest = read_manifest(args.checkpoint[0])
     for results in evaluate(manifest, args):
         print(json.dumps({"checkpoint": results["checkpoint"], **results["summary"]}, indent=2))
         if args.output is not None:
@@ -88,21 +84,15 @@ def _refusal(args: Any) -> str | None:
     run_dirs = {checkpoint.resolve().parent for checkpoint in args.checkpoint}
     if len(run_dirs) > 1:
         return f"--checkpoint: the checkpoints must be of one run directory, not {len(run_dirs)}"
-    manifest_path = args.checkpoint[0].parent / "manifest.json"
-    if not manifest_path.is_file():
-        return f"--checkpoint {args.checkpoint[0]}: no manifest.json beside it (is it in an rlscale run directory?)"
     several = len(set(args.checkpoint)) > 1
     if several and args.output is not None and CHECKPOINT_FIELD not in str(args.output):
         return f"--output {args.output}: with several checkpoints it needs {CHECKPOINT_FIELD} (each one's file name)"
-    run_args = json.loads(manifest_path.read_text())["args"]
-    evaluated = [name for name, library in LIBRARIES.items() if library.evaluates]
-    if run_args["rl_library"] not in evaluated:
-        return f"--checkpoint: evaluate loads {', '.join(evaluated)} checkpoints, not {run_args['rl_library']}"
-    from rlscale.tasks import get_spec
-    from rlscale.tasks.locomotion.cfg import VelocityTaskCfg
-
-    if not issubclass(get_spec(run_args["task"]).cfg_class, VelocityTaskCfg):
-        return f"--checkpoint: evaluate measures velocity tracking; {run_args['task']} is no velocity task"
+    unloadable = checkpoint_refusal(args.checkpoint[0], "evaluate")
+    if unloadable:
+        return unloadable
+    task_id = read_manifest(args.checkpoint[0])["args"]["task"]
+    if not is_velocity_task(task_id):
+        return f"--checkpoint: evaluate measures velocity tracking; {task_id} is no velocity task"
     unwritable = args.output is not None and unwritable_reason(args.output.parent)
     if unwritable:
         return f"--output {args.output}: {unwritable}"
@@ -117,26 +107,20 @@ def _refusal(args: Any) -> str | None:
 def evaluate(manifest: dict[str, Any], args: Any) -> Iterator[dict[str, Any]]:
     """Each of ``args.checkpoint``'s results, in order. Each gets a task of its own, as in a process of its own (the
     same resets from the same seed); only the first builds compile its step."""
-    from rlscale.rl import load_adapter
-
-    adapter = cast("EvaluatingAdapter", load_adapter(manifest["args"]["rl_library"]))  # evaluates, checked above
     for checkpoint in args.checkpoint:
-        yield _evaluate_one(manifest, adapter, checkpoint, args)
+        yield _evaluate_one(manifest, checkpoint, args)
 
 
-def _evaluate_one(manifest: dict[str, Any], adapter: EvaluatingAdapter, checkpoint: Path, args: Any) -> dict[str, Any]:
+def _evaluate_one(manifest: dict[str, Any], checkpoint: Path, args: Any) -> dict[str, Any]:
     import torch
 
-    from rlscale.tasks import make_task
     from rlscale.tasks.locomotion.cfg import EVALUATION_COMMANDS, EVALUATION_OVERRIDES
 
     run_args = manifest["args"]
-    overrides = run_args["env_overrides"] | EVALUATION_OVERRIDES
-    overrides |= {"num_envs": args.num_envs, "seed": args.seed, "device": args.device}
-    task = make_task(run_args["task"], **overrides)
+    overrides = EVALUATION_OVERRIDES | {"num_envs": args.num_envs, "seed": args.seed}
+    task, policy = task_and_policy(manifest, checkpoint, args.device, **overrides)
     commands = torch.tensor(args.command or EVALUATION_COMMANDS, dtype=torch.float32)
     env_command = torch.arange(args.num_envs) % len(commands)
-    policy = adapter.inference_policy(task, manifest["agent_cfg"], checkpoint, args.device)
 
     started = time.perf_counter()
     observations, _ = task.reset()

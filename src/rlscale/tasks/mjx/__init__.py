@@ -1,7 +1,8 @@
 """MuJoCo XLA (MJX) physics behind the :class:`~rlscale.tasks.base.VecTask` interface (extra ``rlscale[mjx]``).
 
 This module imports neither JAX nor MuJoCo, so that the registry can list MJX tasks on a base install; the backend
-(:mod:`rlscale.tasks.mjx.backend`) is imported only when a task is built, through :func:`require_mjx`.
+(:mod:`rlscale.tasks.mjx.backend`) is imported only when a task is built, through :func:`require_mjx`, and the
+renderer (:mod:`rlscale.tasks.mjx.render`) only when a video is made.
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ from dataclasses import dataclass
 from rlscale.tasks.base import TaskCfg
 
 INSTALL_HINT = "pip install 'rlscale[mjx]'"
+
+CAMERA_VIEWS = {"side": 90.0, "quarter": 135.0, "front": 180.0, "behind": 0.0}
+"""Views of :mod:`rlscale.tasks.mjx.render`'s camera, which tracks the base: the camera's azimuth from the base's
+heading in degrees (``side`` looks at the base's right side, ``quarter`` at its front right)."""
 
 
 class MjxUnavailableError(ImportError):

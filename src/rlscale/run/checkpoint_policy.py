@@ -1,0 +1,78 @@
+"""A trained policy from a checkpoint of an rlscale run directory, as ``rlscale evaluate`` and ``rlscale play`` load
+it: the run's task, library, agent config and env overrides come from the ``manifest.json`` beside the checkpoint,
+and the library's adapter gives the deterministic policy (:class:`~rlscale.rl.adapter.EvaluatingAdapter`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from rlscale.rl import LIBRARIES
+
+if TYPE_CHECKING:
+    import torch
+
+    from rlscale.rl.adapter import EvaluatingAdapter
+    from rlscale.tasks.base import VecTask
+
+MANIFEST = "manifest.json"
+
+
+def parse_command(text: str) -> tuple[float, float, float]:
+    """A velocity command ``VX,VY,WZ`` (argparse's ``type``)."""
+    values = tuple(float(value) for value in text.split(","))
+    if len(values) != 3:
+        raise ValueError
+    return values
+
+
+def read_manifest(checkpoint: Path) -> dict[str, Any]:
+    """The manifest of the run directory that holds ``checkpoint``."""
+    return json.loads((checkpoint.parent / MANIFEST).read_text())
+
+
+def checkpoint_refusal(checkpoint: Path, command: str) -> str | None:
+    """One line for a checkpoint that ``rlscale <command>`` cannot load, or None when it can: a missing file, no run
+    manifest beside it, a library whose adapter gives no deterministic policy, or a task that is no longer registered
+    or lacks what it needs (an extra)."""
+    from rlscale.tasks import UnknownTaskError, get_spec
+
+    if not checkpoint.is_file():
+        return f"--checkpoint {checkpoint}: no such file"
+    if not (checkpoint.parent / MANIFEST).is_file():
+        return f"--checkpoint {checkpoint}: no {MANIFEST} beside it (is it in an rlscale run directory?)"
+    run_args = read_manifest(checkpoint)["args"]
+    loadable = [name for name, library in LIBRARIES.items() if library.evaluates]
+    if run_args["rl_library"] not in loadable:
+        return f"--checkpoint: {command} loads {', '.join(loadable)} checkpoints, not {run_args['rl_library']}"
+    try:
+        spec = get_spec(run_args["task"])
+        if spec.check_available is not None:
+            spec.check_available()
+    except (UnknownTaskError, ImportError) as error:
+        return f"--checkpoint {checkpoint}: the run's task: {error}"
+    return None
+
+
+def is_velocity_task(task_id: str) -> bool:
+    """Whether a task tracks velocity commands (``set_commands``, ``episode_tracking_errors``)."""
+    from rlscale.tasks import get_spec
+    from rlscale.tasks.locomotion.cfg import VelocityTaskCfg
+
+    return issubclass(get_spec(task_id).cfg_class, VelocityTaskCfg)
+
+
+def task_and_policy(
+    manifest: dict[str, Any], checkpoint: Path, device: str, **overrides: Any
+) -> tuple[VecTask, Callable[[dict], torch.Tensor]]:
+    """The run's task on ``device``, built with the run's env overrides and then ``overrides``, and the checkpoint's
+    deterministic policy, a function of the task's observation groups (checked by :func:`checkpoint_refusal`)."""
+    from rlscale.rl import load_adapter
+    from rlscale.tasks import make_task
+
+    run_args = manifest["args"]
+    task = make_task(run_args["task"], **(run_args["env_overrides"] | overrides | {"device": device}))
+    adapter = cast("EvaluatingAdapter", load_adapter(run_args["rl_library"]))
+    return task, adapter.inference_policy(task, manifest["agent_cfg"], checkpoint, device)
