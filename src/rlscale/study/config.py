@@ -144,7 +144,7 @@ def _apply_fallback(resolved: dict, fallback: Mapping, explicit: Mapping[str, st
         if key in _MERGED_FALLBACK_KEYS:
             resolved[key] = dict(resolved.get(key) or {})
             for name, entry in value.items():
-                if not (key == "parity" and name in PARITY_TASK_KEYS) and key != "num_envs_per_task":
+                if not (key == "parity" and name in PARITY_TASK_KEYS):
                     fill(f"{key}.{name}", entry, resolved[key], name)
         elif key != "num_envs_per_task":
             fill(key, value, resolved, key)
