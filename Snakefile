@@ -6,7 +6,11 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# The project's study. A --configfile of the user's own replaces it (name it first to overlay it): loaded only
+# without one, so that Snakemake neither merges it under the user's file nor says it does (config/README.md).
+if not workflow.config_settings.configfiles:
+
+    configfile: "config/config.yaml"
 
 
 report: "workflow/report/workflow.rst"

@@ -370,15 +370,16 @@ class TestConfig:
         ],
     )
     def test_refusals(self, parity, message):
-        from rlscale.study.config import StudyConfigError, check_config
+        from rlscale.study.checks import check_config
+        from rlscale.study.config import StudyConfigError
 
         with pytest.raises((ValueError, StudyConfigError), match=message):
             check_config(study_config({"parity": parity}))
 
     def test_world_size_one_is_needed(self):
-        from rlscale.study.config import check_config
+        from rlscale.study.checks import check_config
 
-        with pytest.raises(ValueError, match="world_sizes has no 1"):
+        with pytest.raises(ValueError, match=r"world_sizes \(from config/config.yaml\): \[2\] has no 1"):
             check_config(study_config({"world_sizes": [2]}))
 
     @pytest.mark.parametrize("library", LIBRARIES)

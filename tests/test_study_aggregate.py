@@ -342,9 +342,11 @@ class TestTrainCurves:
         assert curves["start_iteration"].tolist() == [0, 0, 3] and curves["num_envs_per_rank"].tolist() == [64] * 3
 
 
-def write_outputs(tmp_path, bundles: list[dict], others: list[dict], manifests: list[dict]) -> dict:
+def write_outputs(
+    tmp_path, bundles: list[dict], others: list[dict], manifests: list[dict], plan: tuple[str, ...] = ()
+) -> dict:
     """Run the aggregate rule's function on these training bundles, startup/runtime bundles and train manifests (one
-    per world size from 1, Isaac-Cartpole-Direct with rsl_rl); return its output paths."""
+    per world size from 1, Isaac-Cartpole-Direct with rsl_rl) and plan lines; return its output paths."""
     paths, other_paths, manifest_paths = [], [], []
     for name, items, listed in (("training", bundles, paths), ("other", others, other_paths)):
         for index, bundle in enumerate(items):
@@ -371,6 +373,7 @@ def write_outputs(tmp_path, bundles: list[dict], others: list[dict], manifests: 
         efficiency_plot=out["e.png"],
         learning_plot=out["l.png"],
         summary=out["summary.md"],
+        plan=plan,
     )
     return out
 
@@ -417,6 +420,14 @@ class TestStudyOutputs:
         assert "| 0.625 [0.45–0.8] (0.0%) |" in text
         assert "runtime" in text and "rank0" in text
         assert "Why: device: auto chose cpu with the cpu_fallback sizes: no GPU visible (NVML)." in text
+
+    def test_summary_starts_with_the_plan(self, tmp_path):
+        """summary.md carries the plan the workflow printed, each value with its source, before the results."""
+        plan = ("plan: unit on cpu, world sizes [1]", "plan values (source): world_sizes [1] (mine.yaml)")
+        text = write_outputs(tmp_path, [make_bundle(1000.0, 1)], [], [], plan)["summary.md"].read_text()
+        section = "## Plan: what the config asked for, and where each value came from\n\n"
+        assert f"{section}- {plan[0]}\n- {plan[1]}\n" in text
+        assert text.index(section) < text.index("## Training throughput")
 
     def test_startup_table_names_each_library(self, tmp_path):
         """summary.md's startup/runtime table has a library column: one startup row per library, the runtime row

@@ -20,18 +20,11 @@ import yaml
 from rlscale.launch.lease import LeaseError, acquire
 from rlscale.launch.ranks import NodeSplit
 from rlscale.study import job_runner
-from rlscale.study.config import (
-    StudyConfigError,
-    check_config,
-    check_gpu_limit,
-    effective_config,
-    envs_for,
-    node_split,
-    validated_config,
-)
+from rlscale.study.checks import check_config, check_gpu_limit, node_split
+from rlscale.study.config import StudyConfigError, effective_config, envs_for, validated_config
 from rlscale.study.job_args import read_cell
 from rlscale.study.job_runner import GRANT_EXIT_CODE, multinode_args, run_leased, run_multinode
-from rlscale.study.verdict import validation_verdict
+from rlscale.study.verdict import PARITY_METRICS_ENV, parity_metric, validation_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -39,11 +32,13 @@ NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}
 BASE = {
     "study": "s",
     "device": "auto",
+    "tasks": ["Isaac-Cartpole-Direct"],
     "libraries": [{"name": "rsl_rl", "ml_framework": "torch"}],
     "world_sizes": [1, 2, 4, 8],
     "num_envs_per_rank": [4096],
     "seeds": [1, 2, 3],
     "iterations": {"validate": 20, "train": 150, "benchmark": 50},
+    "checkpoint_interval": 10,
     "warmup_iterations": 5,
     "peer_baseline": False,
     "agent_overrides": {},
@@ -112,7 +107,7 @@ class TestEffectiveConfig:
         hidden = effective_config(BASE, NO_GPU, nvml_count=no_nvml, hardware_probe=gpu_hardware)
         assert hidden["device"] == "cpu" and "CUDA_VISIBLE_DEVICES='' hides every GPU" in hidden["device_reason"]
         chosen = effective_config({**BASE, "device": "cpu"}, {}, nvml_count=no_nvml, hardware_probe=gpu_hardware)
-        assert (chosen["device"], chosen["device_reason"]) == ("cpu", "device: cpu, as the config sets")
+        assert (chosen["device"], chosen["device_reason"]) == ("cpu", "device: cpu, as config/config.yaml sets")
 
     def test_device_reason_names_the_source(self):
         """The resolved device comes with why: the GPUs counted and where, or the NVML failure on a GPU-less host."""
@@ -207,12 +202,13 @@ class TestDefaultConfig:
         with pytest.raises(StudyConfigError) as error:
             self.resolve({"CUDA_VISIBLE_DEVICES": "0,1"}, overlay)
         message = str(error.value)
-        assert message.startswith(f"config: {key}: unknown task 'No-Such-Task';")
+        assert message.startswith(f"config: {key} (from config/config.yaml): unknown task 'No-Such-Task';")
         assert "Isaac-Cartpole-Direct" in message and len(message.splitlines()) == 1
 
     def test_alias_is_refused_with_the_registered_id(self):
         """An Isaac Lab alias would file results under a name the bundles do not carry: the registered id is asked."""
-        with pytest.raises(StudyConfigError, match=r"^config: tasks: Isaac-Cartpole-v0 is an alias of Isaac-Cartpole;"):
+        pattern = r"^config: tasks \(from config/config.yaml\): Isaac-Cartpole-v0 is an alias of Isaac-Cartpole;"
+        with pytest.raises(StudyConfigError, match=pattern):
             self.resolve(NO_GPU, {"tasks": ["Isaac-Cartpole-v0"], "num_envs_per_task": None})
 
 
@@ -269,7 +265,7 @@ class TestCheckConfig:
         """The peer trains the shipped agent config: overrides with the peer are refused at parse time, not by every
         benchmark job later."""
         config = {**BASE, "device": "cuda", "peer_baseline": True, "agent_overrides": {"rsl_rl": ["--tf32"]}}
-        with pytest.raises(ValueError, match="^peer_baseline with agent_overrides"):
+        with pytest.raises(ValueError, match=r"^peer_baseline \(from config/config.yaml\) with agent_overrides"):
             check_config(config)
         check_config({**config, "agent_overrides": {"rsl_rl": []}})
 
@@ -295,7 +291,8 @@ class TestCheckConfig:
     def test_per_task_sizes_of_an_unknown_task(self):
         """A num_envs_per_task key that is not in tasks is refused in one line naming the key and the fix."""
         config = {**BASE, "device": "cuda", "tasks": ["A"], "num_envs_per_task": {"A": [8], "Antt": [16]}}
-        with pytest.raises(ValueError, match=r"^num_envs_per_task\.Antt: Antt is not in tasks \(A\); add it") as error:
+        pattern = r"^num_envs_per_task\.Antt \(from config/config.yaml\): Antt is not in tasks \(A\); add it"
+        with pytest.raises(ValueError, match=pattern) as error:
             check_config(config)
         assert len(str(error.value).splitlines()) == 1
 
@@ -332,6 +329,26 @@ class TestValidationVerdict:
         verdict = validation_verdict(data, 3, code)
         assert not verdict["ok"]
         assert any(reason in text for text in verdict["reasons"])
+
+    def test_a_parity_metric_the_task_does_not_log(self):
+        """A parity target on a Metrics/ key the task never logs fails its validation, naming the keys it logs,
+        before any parity run spends its budget; one it logs, and the metrics every task has, pass."""
+        run = manifest([1.0, 2.0, 3.0])
+        for record in run["iterations"]:
+            record["metrics"] = {"Metrics/forward_speed": 0.1}
+        assert validation_verdict(run, 3, 0, "Metrics/forward_speed")["ok"]
+        assert validation_verdict(run, 3, 0, "mean_episode_length")["ok"]
+        verdict = validation_verdict(run, 3, 0, "Metrics/base_velocity/error_vel_xy")
+        assert verdict["reasons"] == [
+            "the parity target's metric 'Metrics/base_velocity/error_vel_xy' is not among the task's log values "
+            "(Metrics/forward_speed); set parity.target.<task>.metric to one of them, mean_episode_length or "
+            "mean_return"
+        ]
+        environ = {PARITY_METRICS_ENV: '{"Rlscale-Ant": "Metrics/forward_speed"}'}
+        assert (parity_metric("Rlscale-Ant", environ), parity_metric("Isaac-Cartpole", environ)) == (
+            "Metrics/forward_speed",
+            None,
+        )
 
 
 @pytest.mark.parametrize("script", ["plan", "validate", "train", "probe", "parity", "benchmark"])

@@ -129,7 +129,7 @@ class TestEndToEnd:
             data = (results / name).read_bytes()
             assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
         summary = (results / "summary.md").read_text()
-        assert "Device: **cpu**" in summary and "Why: device: cpu, as the config sets." in summary
+        assert "Device: **cpu**" in summary and f"Why: device: cpu, as {CI_OVERLAY} sets." in summary
         assert "| Isaac-Cartpole-Direct | rsl_rl | 32 | 2 | 1 |" in summary
         assert "![efficiency](efficiency.png)" in summary
 
@@ -226,6 +226,7 @@ class TestEndToEnd:
             embedded = base64.b64encode((tiny_study / "results" / STUDY / name).read_bytes()).decode()
             assert f"filename={name};base64,{embedded}" in html, name
         assert "Weak-scaling efficiency against the world size" in html
+        assert "plan values (source): cluster local (default)" in html  # summary.md's caption: the plan
 
 
 class TestGrantUnderSnakemake:
@@ -240,7 +241,7 @@ class TestGrantUnderSnakemake:
             tmp_path,
             target, "--cores", "2", "--resources", "gpu=2", "--set-resources", "probe:gpu=1",
             "--configfile", CONFIG, CI_OVERLAY, str(overlay),
-            env=job_env(tmp_path, RLSCALE_LEASE_GPUS="0,1"),
+            env=job_env(tmp_path, RLSCALE_LEASE_GPUS="0,1", CUDA_VISIBLE_DEVICES="0,1"),
         )  # fmt: skip
         assert result.returncode != 0
         log = (tmp_path / "logs" / STUDY / "probe" / "ws2.log").read_text()
@@ -342,7 +343,7 @@ class TestDryRun:
         overlay.write_text("tasks: [No-Such-Task]\nnum_envs_per_task: null\n")
         result = snakemake(tmp_path, "-n", "--configfile", CONFIG, str(overlay), env=job_env(tmp_path))
         assert result.returncode != 0
-        assert "config: tasks: unknown task 'No-Such-Task';" in result.stdout + result.stderr
+        assert "config: tasks (from task.yaml): unknown task 'No-Such-Task';" in result.stdout + result.stderr
 
     def test_bad_config_is_refused_at_parse_time(self, tmp_path):
         """A config violating the schema stops Snakemake before any job, naming the key."""

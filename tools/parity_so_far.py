@@ -35,7 +35,10 @@ def main() -> None:
     try:
         for path in args.config:
             update_config(config, yaml.safe_load(path.read_text()))
-        study = validated_config({**config, "device": args.device}, SCHEMA)
+        # Planned as on the host it ran on, not this one: a node's GPUs visible, a core per rank.
+        node = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, range(config.get("gpus_per_node", 8))))}
+        ranks = max(config.get("world_sizes", [1]))
+        study = validated_config({**config, "device": args.device}, SCHEMA, node, cpu_count=lambda: ranks)
     except (OSError, yaml.YAMLError, StudyConfigError) as error:
         parser.error(" ".join(str(error).split()))  # a YAML error spans lines
     prefix = f"results/{study['study']}/"

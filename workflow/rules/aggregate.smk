@@ -33,7 +33,11 @@ rule aggregate:
             caption="../report/learning_curves.rst",
             category="Learning",
         ),
-        summary="results/{study}/summary.md",
+        summary=report(
+            "results/{study}/summary.md",
+            caption="../report/summary.rst",
+            category="Summary",
+        ),
     log:
         "logs/{study}/aggregate.log",
     localrule: True

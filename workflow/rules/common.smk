@@ -1,6 +1,7 @@
 # Config validation, constants and input/param functions shared by every stage. Logic that needs tests lives in
 # rlscale.study; this file only wires it to wildcards.
 # A world size's split over nodes is node_split's (job_split): resources, plan and job launchers all read it.
+import json
 import os
 import re
 import shlex
@@ -11,37 +12,55 @@ from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
 from rlscale.launch.ranks import NodeSplit
-from rlscale.study.config import (
-    StudyConfigError,
-    check_gpu_limit,
-    envs_for,
-    node_split,
-    validated_config,
-)
+from rlscale.study.checks import check_gpu_limit, node_split
+from rlscale.study.config import StudyConfigError, envs_for, validated_config
 from rlscale.study.config_source import (
     check_command_line,
     explicit_keys,
     study_config,
 )
 from rlscale.study.plan_summary import plan_lines
+from rlscale.study.profiles import (
+    check_resources,
+    profile_config_dropped,
+    read_command_line,
+)
+from rlscale.study.verdict import PARITY_METRICS_ENV
 
 # Schema (defaults filled in, as snakemake.utils.validate does), task ids, then device: auto resolved (cpu_fallback
 # applied on a host without a GPU) and the cross-field checks, then the GPU limit (--resources gpu=N) against the
-# world sizes; a bad config is one line naming the key. Rules read STUDY.
-# A user's --configfile replaces config/config.yaml unless it is named first (rlscale.study.config_source).
-USER_CONFIG, CONFIG_SOURCE = study_config(
+# world sizes and the profiles' and the command line's resource values; a bad config is one line naming the key.
+# Rules read STUDY. A user's --configfile replaces config/config.yaml unless it is named first (the Snakefile).
+USER_CONFIG, CONFIG_SOURCE, CONFIG_BASE = study_config(
     config,
     workflow.config_settings.configfiles,
-    workflow.config_settings.overwrite_config,
     Path(workflow.basedir, "config", "config.yaml"),
 )
+COMMAND_LINE = read_command_line(sys.argv, Path(workflow.main_snakefile))
+# Snakemake lets a --config on the command line replace a profile's whole config: list; the profile's other keys are
+# layered back under it, and handed to the jobs Snakemake spawns (a SLURM job parses this file again).
+DROPPED = profile_config_dropped(COMMAND_LINE.layers, workflow.config_settings.config)
+for key, layer in DROPPED.items():
+    USER_CONFIG[key] = layer.values[key]
+    workflow.config_settings.config_args = [
+        *(workflow.config_settings.config_args or []),
+        layer.entries[key],
+    ]
 config.clear()
 config.update(USER_CONFIG)
 if CONFIG_SOURCE:
     logger.info(CONFIG_SOURCE)
+if DROPPED:
+    logger.info(
+        "config: --config sets only its own keys; kept from the profiles: "
+        + ", ".join(
+            f"{layer.entries[key]} ({layer.source})" for key, layer in DROPPED.items()
+        )
+    )
 try:
     try:
-        check_command_line(workflow.config_settings.config)
+        check_command_line(COMMAND_LINE.layers)
+        check_resources(COMMAND_LINE.resources)
     except ValueError as error:
         raise StudyConfigError(f"config: {error}") from None
     STUDY = validated_config(
@@ -49,9 +68,10 @@ try:
         Path(workflow.basedir, "workflow", "schemas", "config.schema.yaml"),
         explicit=explicit_keys(
             workflow.config_settings.configfiles,
-            workflow.config_settings.config,
+            COMMAND_LINE.layers,
             Path(workflow.basedir, "config", "config.yaml"),
         ),
+        base=CONFIG_BASE,
     )
     # workflow.global_resources is undocumented (Resource objects in Snakemake 9); value None: no --resources gpu.
     check_gpu_limit(STUDY, workflow.global_resources.get("gpu").value)
@@ -63,6 +83,15 @@ DEVICE = STUDY["device"]
 logger.info(STUDY["device_reason"])
 for line in plan_lines(STUDY):
     logger.info(line)
+# Each validate job refuses a parity metric its task does not log (rlscale.study.verdict), told through the
+# environment its jobs inherit.
+os.environ[PARITY_METRICS_ENV] = json.dumps(
+    {
+        task: target["metric"]
+        for task, target in (STUDY["parity"].get("target") or {}).items()
+        if task in STUDY["tasks"]
+    }
+)
 # MJX tasks compile their step once per process: with JAX's persistent cache, every later job of the study loads it
 # (about 15 s of compile on an H200 otherwise). A JAX_COMPILATION_CACHE_DIR of the user's own is kept.
 os.environ.setdefault(

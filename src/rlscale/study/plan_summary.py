@@ -33,6 +33,7 @@ def plan_lines(study: Mapping) -> list[str]:
 
 
 PLANNED_KEYS = (
+    "cluster",
     "tasks",
     "libraries",
     "world_sizes",

@@ -19,7 +19,7 @@ from pathlib import Path
 from rlscale.launch.ranks import NodeSplit
 from rlscale.study.job_args import JobCell
 from rlscale.study.job_runner import GRANT_EXIT_CODE, launch, rlscale_command, run_leased, run_multinode
-from rlscale.study.verdict import validation_verdict
+from rlscale.study.verdict import parity_metric, validation_verdict
 
 JOB_RECORD = "job.json"
 """The arguments of the train job that owns a ``--log_root``, kept in it."""
@@ -77,7 +77,8 @@ def validate(cell: JobCell, *, iterations: int, gpus: int, granted: int, run_roo
     if code == GRANT_EXIT_CODE:
         return code
     path = find_manifest(run_root)
-    verdict = validation_verdict(json.loads(path.read_text()) if path else None, iterations, code)
+    metric = parity_metric(str(cell.task), os.environ)
+    verdict = validation_verdict(json.loads(path.read_text()) if path else None, iterations, code, metric)
     print(json.dumps(verdict, indent=2), file=sys.stderr)
     if not verdict["ok"]:
         print(f"[study] ERROR: validation failed: {'; '.join(verdict['reasons'])}", file=sys.stderr)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 
@@ -14,13 +15,25 @@ VALIDATION_CRITERION = (
 """The cheap, honest criterion the ``validate`` rule applies before any long job."""
 
 
-def validation_verdict(manifest: Mapping | None, iterations: int, exit_code: int) -> dict:
-    """Apply :data:`VALIDATION_CRITERION` to a finished ``rlscale train`` run.
+PARITY_METRICS_ENV = "RLSCALE_PARITY_METRICS"
+"""Environment variable through which the workflow tells its validate jobs each studied task's parity metric (JSON,
+task id -> metric): an environment variable, not a rule param, so that a study in progress reruns none of its jobs."""
+
+
+def parity_metric(task: str, environ: Mapping[str, str]) -> str | None:
+    """The parity target's metric of ``task`` that the workflow set in :data:`PARITY_METRICS_ENV`, if any."""
+    return json.loads(environ.get(PARITY_METRICS_ENV) or "{}").get(task)
+
+
+def validation_verdict(manifest: Mapping | None, iterations: int, exit_code: int, metric: str | None = None) -> dict:
+    """Apply :data:`VALIDATION_CRITERION` to a finished ``rlscale train`` run; with ``metric`` (the task's parity
+    target's), also refuse a ``Metrics/<name>`` the task does not log, before any parity run spends its budget on it.
 
     Args:
         manifest: The run's rank-0 manifest, or ``None`` if it left none.
         iterations: Iterations the run was asked for.
         exit_code: Its exit code.
+        metric: The task's parity metric, if it has a parity target.
 
     Returns:
         ``{"ok": bool, "reasons": [why not ...], "criterion": ..., ...}``.
@@ -41,6 +54,14 @@ def validation_verdict(manifest: Mapping | None, iterations: int, exit_code: int
         reasons.append("an iteration's mean return is infinite")
     if manifest and not any(math.isfinite(value) for value in returns):
         reasons.append("no iteration has a finite mean return (no episode ever ended)")
+    records = manifest.get("iterations", [])
+    logged = sorted({key for record in records for key in record.get("metrics") or {}})
+    if metric and metric.startswith("Metrics/") and records and metric not in logged:
+        reasons.append(
+            f"the parity target's metric {metric!r} is not among the task's log values "
+            f"({', '.join(logged) or 'none'}); set parity.target.<task>.metric to one of them, mean_episode_length or "
+            "mean_return"
+        )
     finite = [value for value in returns if math.isfinite(value)]
     return {
         "ok": not reasons,
