@@ -16,6 +16,8 @@ from rlscale.launch.gpus import GpuCounter, nvidia_hardware_present, nvml_device
 from rlscale.launch.lease import LeaseError, check_lease_environment
 from rlscale.launch.ranks import GpuEvidence, NodeSplit
 from rlscale.rl.agent_overrides import check_against_generic
+from rlscale.rl.tracking import missing_client
+from rlscale.run.args import TRACKER_OPTIONS
 from rlscale.study.schema import StudyConfigError, validate_schema
 from rlscale.tasks import UnknownTaskError, resolve_task_id
 
@@ -272,6 +274,18 @@ def node_split(world_size: int, gpus_per_node: int, device: str) -> NodeSplit:
     return NodeSplit(world_size, world_size // gpus_per_node)
 
 
+def _check_logger(config: Mapping) -> None:
+    logger = config.get("logger", "tensorboard")  # the schema's default
+    extra = missing_client(logger)
+    if extra is not None:
+        raise ValueError(f"logger: {logger} needs its client, which is not installed: pip install '{extra}'")
+    if config["peer_baseline"] and logger != "tensorboard":
+        raise ValueError(
+            f"peer_baseline with logger {logger}: a tracker run adds work the peer baseline does not do to the timed "
+            "iterations; set logger: tensorboard or peer_baseline: false."
+        )
+
+
 def check_config(config: Mapping) -> None:
     """Check what the JSON schema cannot express, on the effective config; raise ``ValueError`` naming the fix."""
     if config["warmup_iterations"] >= config["iterations"]["benchmark"]:
@@ -295,6 +309,14 @@ def check_config(config: Mapping) -> None:
                     check_against_generic(override.removeprefix("agent."), library)
                 except ValueError as error:
                     raise ValueError(f"agent_overrides.{library}[{index}]: {override}: {error}") from None
+    for library, overrides in config["agent_overrides"].items():
+        for index, override in enumerate(overrides):
+            if override.partition("=")[0] in TRACKER_OPTIONS:
+                raise ValueError(
+                    f"agent_overrides.{library}[{index}]: {override}: the study's logger and log_project_name keys set "
+                    "the tracker of every run; set them instead"
+                )
+    _check_logger(config)
     if config["peer_baseline"] and any(config["agent_overrides"].values()):
         raise ValueError(
             "peer_baseline with agent_overrides: the peer baseline trains the agent config as shipped and cannot "
