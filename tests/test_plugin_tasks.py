@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from example_task import ensure_example_installed
+from wandb_records import offline_environment, offline_runs
 
 from rlscale.rl.agent_defaults import MAX_UNITS, MIN_UNITS, agent_cfg, default_agent_cfg, hidden_units
 from rlscale.tasks import get_spec, list_tasks, register_task, registry
@@ -323,17 +324,25 @@ class TestTrainingThePendulum:
 @pytest.mark.study
 def test_a_tiny_study_includes_the_pendulum(tmp_path):
     """The CI study (CPU, rsl_rl, one world size here) of the pendulum alone: validated (check_task included), trained
-    and benchmarked, with its scaling row. The base configs' per-task parity entries name tasks not studied here."""
+    and benchmarked, with its scaling row, and with W&B on (offline): one run per training run, grouped by the study,
+    its job type the stage. The base configs' per-task parity entries name tasks not studied here."""
     overlay = tmp_path / "pendulum.yaml"
     # Cartpole's study is tests/test_study_workflow.py's: every job here costs a process start.
-    overlay.write_text(f"study: ci_plugin\ntasks: [{PENDULUM}]\nworld_sizes: [1]\npeer_baseline: false\n")
+    overlay.write_text(
+        f"study: ci_plugin\ntasks: [{PENDULUM}]\nworld_sizes: [1]\npeer_baseline: false\nlogger: wandb\n"
+    )
     command = [
         str(Path(sys.executable).with_name("snakemake")), "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path),
         "--workflow-profile", str(ROOT / "workflow" / "profiles" / "default"), "--cores", "2",
         "--configfile", str(ROOT / "config" / "config.yaml"), str(ROOT / ".test" / "config" / "config.yaml"),
         str(overlay),
     ]  # fmt: skip
-    env = {**os.environ, "RLSCALE_LEASE_DIR": str(tmp_path / "lease"), "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "RLSCALE_LEASE_DIR": str(tmp_path / "lease"),
+        "OMP_NUM_THREADS": "1",
+        **offline_environment(tmp_path),
+    }
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-4000:]
     study = tmp_path / "results" / "ci_plugin"
@@ -342,3 +351,8 @@ def test_a_tiny_study_includes_the_pendulum(tmp_path):
     assert f"check_task {PENDULUM} on cpu, 32 envs" in log and "\nconforms\n" in log
     assert (study / "train" / PENDULUM / "rsl_rl" / "ws1" / "manifest.json").exists()
     assert PENDULUM in (study / "scaling.csv").read_text()
+    train_run, benchmark_run = sorted(offline_runs(tmp_path), key=lambda run: run.job_type, reverse=True)
+    assert (train_run.group, train_run.job_type) == ("ci_plugin", "train")
+    assert (benchmark_run.group, benchmark_run.job_type) == ("ci_plugin", "benchmark")
+    manifest = json.loads((study / "train" / PENDULUM / "rsl_rl" / "ws1" / "manifest.json").read_text())
+    assert manifest["tracker"]["id"] == train_run.run_id and train_run.config["task"] == PENDULUM

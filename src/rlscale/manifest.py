@@ -20,7 +20,15 @@ from rlscale.dist import node_placement
 from rlscale.paths import write_atomic
 from rlscale.rl import LIBRARIES
 
-PACKAGES = ("rlscale", "torch", *(library.distribution for library in LIBRARIES.values()), "jax", "jaxlib", "numpy")
+PACKAGES = (
+    "rlscale",
+    "torch",
+    *(library.distribution for library in LIBRARIES.values()),
+    "jax",
+    "jaxlib",
+    "numpy",
+    "wandb",
+)
 """Distributions whose installed versions a manifest records."""
 
 
@@ -138,6 +146,14 @@ def earlier_segments(path: Path) -> list[Segment]:
         return segments_of(json.loads(path.read_text()))
     except (OSError, ValueError, TypeError):
         return []
+
+
+def tracker_id_of(path: Path) -> str | None:
+    """The tracker run id the manifest at ``path`` names; None when there is no readable manifest or it names none."""
+    try:
+        return json.loads(path.read_text())["tracker"]["id"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
 
 
 # Another rank's take-back (rlscale.run.phases.discard_run_directory) can remove the folder between a write's mkdir and

@@ -19,6 +19,7 @@ from rlscale.study.config_source import (
     explicit_keys,
     study_config,
 )
+from rlscale.study.job_args import tracker_args
 from rlscale.study.plan_summary import plan_lines
 from rlscale.study.profiles import (
     check_resources,
@@ -229,7 +230,13 @@ def train_args(wildcards):
         f"--max_iterations {STUDY['iterations']['train']} --seed {TRAIN_SEED} "
         f"--run_name ws{wildcards.ws} --log_root {train_run_root(wildcards)} "
         f"--resume auto --checkpoint_interval {STUDY['checkpoint_interval']}"
+        + tracker_line("train")
     )
+
+
+def tracker_line(stage):
+    """The tracker options of a run of stage (the study's logger), as the end of its arguments."""
+    return "".join(f" {shlex.quote(arg)}" for arg in tracker_args(STUDY, stage))
 
 
 def train_run_root(wildcards):
@@ -283,6 +290,7 @@ def training_args(wildcards):
         f"--max_iterations {STUDY['iterations']['benchmark']} "
         f"--warmup_iterations {STUDY['warmup_iterations']}"
         + (" --peer" if STUDY["peer_baseline"] else "")
+        + tracker_line("benchmark")
     )
 
 

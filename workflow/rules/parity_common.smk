@@ -23,6 +23,7 @@ def parity_args(wildcards):
             f"--max_iterations {cell['iterations']} --checkpoint_interval {cell['iterations']}",
             f"--seed {cell['seed']} --run_name parity --log_root {parity_log_root(wildcards)}",
             *variant_options(wildcards.variant),
+            *map(shlex.quote, tracker_args(STUDY, "parity")),
         ]
     )
 

@@ -29,6 +29,7 @@ def workflow_parser(workflow: Workflow, prog: str) -> OneLineParser:
     """Every ``rlscale train`` option plus the workflow's own; torch-free."""
     parser = OneLineParser(prog=prog, description=f"Benchmark: {workflow.description}.", allow_abbrev=False)
     add_train_arguments(parser)
+    parser.set_defaults(log_job_type="benchmark")  # the stage a tracker run of it belongs to
     group = parser.add_argument_group("benchmark options")
     group.add_argument(
         "--output_path",

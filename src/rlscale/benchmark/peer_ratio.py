@@ -39,6 +39,7 @@ NOT_MIRRORED = {
     "lr_scaling": "--lr_scaling: the peer trains with the agent config's learning rate, unscaled",
     "normalizer_sync": "--sync_normalizer: the peer keeps each rank's normalizer statistics its own",
     "tf32": "--tf32: the peer trains with torch's default float32 precision",
+    "logger": "--logger: a tracker run adds rlscale-only work to the timed iterations",
 }
 """rlscale options (by their ``dest``) the peer cannot mirror; ``--peer`` refuses any of them set to other than its
 default, with the reason."""

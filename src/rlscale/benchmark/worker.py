@@ -18,7 +18,9 @@ from rlscale.benchmark.arguments import parse_in_process, resolve_in_process
 from rlscale.benchmark.workflow import Workflow
 from rlscale.benchmark.workflows import WORKFLOWS
 from rlscale.device import Device
+from rlscale.dist import rank_info
 from rlscale.rl import LIBRARIES, load_adapter
+from rlscale.rl.tracking import keep_client_off
 from rlscale.run.spec import RunSpec, spec_from_environment
 
 
@@ -30,6 +32,7 @@ class RunSettings(Protocol):
     """The spec's device, or the ``--device`` text before it is resolved."""
     ml_framework: str
     rl_library: str
+    logger: str
 
 
 def time_python_imports(workflow: Workflow, settings: RunSettings) -> float:
@@ -39,6 +42,7 @@ def time_python_imports(workflow: Workflow, settings: RunSettings) -> float:
     since CUDA reads ``CUDA_VISIBLE_DEVICES`` only once (isolated after rl_games' import, both ranks of an H200 pair
     landed on GPU 0).
     """
+    keep_client_off(rank_info(), settings.logger)  # before a library's import
     started = time.perf_counter()
     import torch  # noqa: F401
 

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from rlscale.dist import RankInfo
+from rlscale.rl.tracking import TrackerRun
 
 
 class PolicyParameters(Protocol):
@@ -72,6 +73,9 @@ class TrainContext:
     """How the agent's learning rate scales with world size: ``none``, ``linear`` or ``sqrt``."""
     normalizer_sync: bool = False
     """Average observation-normalizer statistics across ranks where the library allows."""
+    tracker: TrackerRun | None = None
+    """The tracker run to open once the library has formed the process group (global rank 0 with ``--logger
+    wandb``); None: TensorBoard alone."""
     policy_probe: PolicyProbe = field(default_factory=PolicyProbe)
     on_resumed: Callable[[Any], None] | None = None
     """Called with the library's trainer (rsl_rl's runner, rl_games' or skrl's agent) once it has loaded ``resume``,

@@ -15,6 +15,7 @@ from rl_games.common import env_configurations, vecenv
 from rl_games.common.algo_observer import AlgoObserver
 from rl_games.common.ivecenv import IVecEnv
 from rl_games.torch_runner import Runner
+from tensorboardX import SummaryWriter
 
 from rlscale.paths import atomic_path
 from rlscale.rl import LIBRARIES
@@ -27,6 +28,7 @@ from rlscale.rl.common import (
 )
 from rlscale.rl.dist_compat import CpuPinnedConfig
 from rlscale.rl.rank_scaling import RunningMomentsSync, learning_rate_factor, moments_syncs
+from rlscale.rl.tracking import TrackerRun, start_run
 from rlscale.tasks.base import VecTask
 
 ENV_NAME = "rlscale"
@@ -114,6 +116,8 @@ class _KeepAgent(AlgoObserver):
 
     def after_init(self, algo) -> None:
         self.agent = algo
+        if self.ctx.tracker is not None:
+            _open_tracker_run(algo, self.ctx.tracker)
         self.ctx.policy_probe.read = TorchPolicyParameters(algo.model)
         save, restore = algo.save, algo.restore
         sync_normalizers = self.ctx.normalizer_sync and self.ctx.rank.distributed
@@ -133,6 +137,15 @@ class _KeepAgent(AlgoObserver):
             self.resumed_param_digest = on_checkpoint_loaded(self.ctx, algo)
 
         algo.save, algo.restore = save_atomically, restore_with_learning_rate
+
+
+def _open_tracker_run(algo, tracker: TrackerRun) -> None:
+    """Open the W&B run, syncing TensorBoard as rl_games' own runner script does (rl_games has no W&B writer), once
+    rl_games has formed the process group: in its agent's init, which ``after_init`` follows. The TensorBoard writer it
+    made in that init, before the run could hook TensorBoard's writers, is reopened so that the sync sees it."""
+    start_run(tracker, sync_tensorboard=True)
+    algo.writer.close()
+    algo.writer = SummaryWriter(algo.summaries_dir)
 
 
 def _sync_normalizers_after_each_update(algo) -> list[RunningMomentsSync]:
@@ -194,6 +207,7 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
             # rl_games puts the reward into its checkpoint names; this one has a predictable name.
             checkpoint = Path(ctx.log_dir, "nn", f"model_{iterations}.pth")
             agent.save(str(checkpoint.with_suffix("")))
+            agent.writer.flush()  # the TensorBoard events on disk before the tracker run ends
     return TrainResult(
         start_iteration=start,
         iterations_completed=iterations,

@@ -13,7 +13,9 @@ import torch
 from rsl_rl.algorithms import PPO
 from rsl_rl.env import VecEnv
 from rsl_rl.runners import OnPolicyRunner
+from rsl_rl.utils.wandb_log_writer import WandbLogWriter
 from tensordict import TensorDict
+from torch.utils.tensorboard import SummaryWriter
 
 from rlscale.dist import RankInfo
 from rlscale.paths import atomic_path
@@ -27,6 +29,7 @@ from rlscale.rl.common import (
 )
 from rlscale.rl.dist_compat import configure_rsl_rl_runner
 from rlscale.rl.rank_scaling import learning_rate_factor
+from rlscale.rl.tracking import TrackerRun
 from rlscale.tasks.base import VecTask
 
 RUN_SETTINGS = ("seed", "max_iterations", "experiment_name")
@@ -109,12 +112,39 @@ class _Runner(OnPolicyRunner):
             super().save(str(temporary), infos)
 
 
+class TrackedWandbLogWriter(WandbLogWriter):
+    """rsl_rl's W&B writer (every scalar to TensorBoard and W&B, the configs and checkpoints uploaded), its run opened
+    with the whole tracker entry: rsl_rl's own init gives W&B only a project and a name, so a study's group, job type
+    and a resumed run's id would be lost. rsl-rl-lib is pinned, so the writer state this sets is the pinned one's."""
+
+    def __init__(self, log_dir: str, init_kwargs: dict) -> None:
+        import wandb
+
+        SummaryWriter.__init__(self, log_dir, flush_secs=10)
+        wandb.init(**init_kwargs)
+        self.logged_videos: set[str] = set()
+
+    def stop(self) -> None:
+        """Leave the run open: rlscale ends it once it knows how the whole run ended, the ranks' final sync audit
+        included."""
+        self.flush()
+
+
+def logger_cfg(tracker: TrackerRun | None) -> str | dict:
+    """rsl_rl's ``logger`` entry: its TensorBoard writer, or with a tracker run :class:`TrackedWandbLogWriter`, which
+    rsl_rl builds in ``learn`` once the process group has formed and the parameters are broadcast."""
+    if tracker is None:
+        return "tensorboard"
+    return {"class_name": f"{__name__}:{TrackedWandbLogWriter.__name__}", "init_kwargs": tracker.init_kwargs()}
+
+
 def build_runner(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> OnPolicyRunner:
     """rsl_rl's runner over ``task``, built from the run's config (its algorithm, compiled as ``torch_compile_mode``
     asks, included); only rank 0 passes a log dir, so only it writes."""
     train_cfg = {key: value for key, value in agent_cfg.items() if key not in RUN_SETTINGS}
     if ctx.checkpoint_interval is not None:
         train_cfg["save_interval"] = ctx.checkpoint_interval
+    train_cfg["logger"] = logger_cfg(ctx.tracker)  # --logger decides, whatever the agent config says
     train_cfg["algorithm"] = dict(train_cfg["algorithm"])  # scaled below: leave the caller's config as it was
     scale_learning_rate(train_cfg, learning_rate_factor(ctx.lr_scaling, ctx.rank.world_size))
     # ctx.normalizer_sync needs nothing here: rsl_rl's EmpiricalNormalization all-reduces its statistics itself

@@ -27,6 +27,7 @@ from rlscale.rl.common import (
 )
 from rlscale.rl.rank_scaling import learning_rate_factor, moments_syncs
 from rlscale.rl.skrl_envs import jax_env, torch_env
+from rlscale.rl.tracking import TrackerRun, start_run
 from rlscale.tasks.base import VecTask
 
 AUTO_INTERVALS = {"write_interval": 1, "checkpoint_interval": 50}
@@ -123,6 +124,8 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
         from skrl.utils.runner.torch import Runner
 
         env = torch_env(task, rollouts)
+    if ctx.tracker is not None:
+        _track_with_wandb(experiment, ctx.tracker, ctx.ml_framework)
     with library_console(ctx.log_dir):
         runner = Runner(env, cfg)
         agent = runner.agent
@@ -150,9 +153,31 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
         checkpoint.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(checkpoint) as temporary:
             agent.save(str(temporary))
+        if ctx.tracker is not None and hasattr(agent, "writer"):  # skrl makes none with write_interval 0
+            agent.writer.flush()  # the TensorBoard events on disk before the tracker run ends
     return TrainResult(
         start_iteration=start, iterations_completed=iterations, checkpoint=checkpoint, resumed_param_digest=resumed
     )
+
+
+def _track_with_wandb(experiment: dict, tracker: TrackerRun, ml_framework: str) -> None:
+    """Open the W&B run on rank 0, after ``import skrl`` formed the process group (or started JAX's distributed
+    runtime), syncing TensorBoard. With torch, skrl's own W&B support opens it, in its agent's init, with the tracker
+    entry as its ``wandb_kwargs``; its JAX agent's fails in skrl 2.1.1 (its config dump reads the models' torch-only
+    ``_modules``), so with JAX rlscale opens it here, before the agent exists.
+
+    W&B syncs TensorBoard by replacing TensorBoard's ``EventFileWriter`` class when the run opens; skrl 2.1.1's writer
+    imported that class by name long before, so none of its events would reach the run. Its writer looks the class up
+    when it is made instead.
+    """
+    import skrl.utils.tensorboard as skrl_tensorboard
+    from tensorboard.summary.writer import event_file_writer
+
+    skrl_tensorboard.EventFileWriter = lambda *args, **kwargs: event_file_writer.EventFileWriter(*args, **kwargs)
+    if ml_framework == "jax":
+        start_run(tracker, sync_tensorboard=True)
+    else:
+        experiment.update(wandb=True, wandb_kwargs=tracker.init_kwargs())
 
 
 def _suffix(ml_framework: str) -> str:

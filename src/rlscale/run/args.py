@@ -16,6 +16,7 @@ from rlscale.paths import unwritable_reason
 from rlscale.resume import AUTO
 from rlscale.rl import LIBRARIES, ml_frameworks
 from rlscale.rl.rank_scaling import LR_SCALINGS
+from rlscale.rl.tracking import DEFAULT_PROJECT, LOGGERS, PROJECT_FORBIDDEN, missing_client
 
 OPTION_OF_ENV_FIELD = {
     "num_envs": "num_envs",
@@ -25,6 +26,9 @@ OPTION_OF_ENV_FIELD = {
     "sim.device": "device",
 }
 """Task config fields (with Isaac Lab's spellings) that ``rlscale train`` sets per rank from its own options."""
+
+TRACKER_OPTIONS = ("--logger", "--log_project_name", "--log_group", "--log_job_type")
+"""The options of the experiment tracker beside TensorBoard."""
 
 
 def build_parser(prog: str = "rlscale train") -> argparse.ArgumentParser:
@@ -113,6 +117,23 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
         metavar="N",
         help="compare the ranks' policy parameters every N iterations (default 0: only at the end)",
     )
+    parser.add_argument(
+        "--logger",
+        default="tensorboard",
+        help="experiment tracker beside TensorBoard, which is always written: tensorboard (none besides) or wandb "
+        "(Weights & Biases, the rlscale[wandb] extra: global rank 0 logs one run; it replaces the agent config's own "
+        "logger settings; default tensorboard)",
+    )
+    parser.add_argument(
+        "--log_project_name", help=f"project of the tracker run, with --logger wandb (default {DEFAULT_PROJECT})"
+    )
+    parser.add_argument("--log_group", help="group of the tracker run, with --logger wandb (a study sets its name)")
+    parser.add_argument(
+        "--log_job_type",
+        default="train",
+        help="job type of the tracker run, with --logger wandb: the stage (default train; benchmark for the training "
+        "benchmark; a study's parity runs say parity)",
+    )
     parser.add_argument("--headless", action="store_true", help="accepted and ignored: rlscale renders nothing")
     # Not an argparse positional: one of those would take the value of a mistyped option (--num_env 8) as an override.
     parser.add_argument_group(
@@ -170,8 +191,35 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace, lau
     unwritable = unwritable_reason(Path(args.log_root))
     if unwritable:
         parser.error(f"--log_root {args.log_root}: {unwritable}; name a directory you can write (default logs)")
+    _check_logger(parser, args)
     if args.distributed and not launched and rank_info().world_size == 1 and "WORLD_SIZE" not in os.environ:
         parser.error(f"--distributed needs the rank variables of a launcher; use `{launcher}`")
+
+
+def _check_logger(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.logger == "neptune":  # Isaac Lab's third choice
+        parser.error(
+            "--logger neptune is not supported: Neptune's offline client cannot continue a run; use --logger wandb "
+            "or tensorboard"
+        )
+    if args.logger not in LOGGERS:
+        parser.error(f"--logger {args.logger!r} is not one of {', '.join(LOGGERS)}")
+    run_options = [option.removeprefix("--") for option in TRACKER_OPTIONS[1:]]
+    if args.logger == "tensorboard":
+        for name in run_options:
+            if getattr(args, name) != parser.get_default(name):
+                parser.error(f"--{name} names a tracker run: pass --logger wandb too, or drop --{name}")
+        return
+    extra = missing_client(args.logger)
+    if extra is not None:
+        parser.error(f"--logger {args.logger} needs its client, which is not installed: pip install '{extra}'")
+    for name in run_options:
+        value = getattr(args, name)
+        if value is not None and (not value or len(value) > 128):
+            parser.error(f"--{name} {value!r}: give 1 to 128 characters")
+    if args.log_project_name and PROJECT_FORBIDDEN & set(args.log_project_name):
+        forbidden = " ".join(sorted(PROJECT_FORBIDDEN))
+        parser.error(f"--log_project_name {args.log_project_name!r}: W&B refuses any of {forbidden} in it")
 
 
 def split_overrides(

@@ -20,7 +20,7 @@ from rlscale.heartbeat import beat
 from rlscale.resume import AUTO
 from rlscale.run.rank import place_rank
 from rlscale.run.spec import RunSpec
-from rlscale.run.start import auto_resume, report_elastic, resolve_seed, run_directory
+from rlscale.run.start import auto_resume, report_elastic, resolve_seed, run_directory, tracker_run
 from rlscale.run.stop_signals import INTERRUPTED_EXIT_CODE, interrupt_on_stop_signals
 
 if TYPE_CHECKING:
@@ -173,12 +173,15 @@ def execute(
         raise
     except KeyboardInterrupt:
         run.finish_manifest("interrupted")
+        end_tracker_run(run, INTERRUPTED_EXIT_CODE)
         context = run.context
         print(f"[rlscale] rank {context.rank.rank} interrupted; run directory {context.log_dir}", file=sys.stderr)
         return run.outcome
     except BaseException as error:
         with contextlib.suppress(OSError):  # a full disk: the error that filled it is the one to report
             run.finish_manifest("crashed", error=f"{type(error).__name__}: {error}")
+        with contextlib.suppress(Exception):  # the crash is the error to report
+            end_tracker_run(run, 1)
         raise
     finish(run, tracked, result, digests)
     return run.outcome
@@ -198,6 +201,7 @@ def prepare(spec: RunSpec) -> _Run:
     from rlscale.rl import load_adapter
     from rlscale.rl.common import TrainContext
     from rlscale.rl.dist_compat import use_collective_timeout, use_gloo_for_cpu_ranks
+    from rlscale.rl.tracking import keep_client_off
 
     placed = place_rank(rank, spec.device, spec.cpu_threads)
     device = str(placed)  # the libraries take the device as text
@@ -205,6 +209,7 @@ def prepare(spec: RunSpec) -> _Run:
     if rank.distributed:
         use_collective_timeout(collective_timeout())
         use_gloo_for_cpu_ranks(device)
+    keep_client_off(rank, spec.logger)  # before the library's import
     adapter = load_adapter(spec.rl_library)
     agent_cfg, seed = spec.agent_cfg, resolve_seed(spec)
     iterations = spec.max_iterations or adapter.default_iterations(agent_cfg)
@@ -216,6 +221,7 @@ def prepare(spec: RunSpec) -> _Run:
         start = adapter.checkpoint_iteration(resume, agent_cfg) if resume else 0
     # A continued run keeps the segments its manifest recorded; each rank keeps those of the invocations it ran in.
     earlier = earlier_segments(log_dir / "manifest.json") if spec.resume == AUTO else []
+    tracker = tracker_run(spec, rank, log_dir, seed)
     segment = Segment.starting_now(rank.world_size, spec.num_envs, start)
     if earlier and rank.is_main:
         report_elastic(earlier[-1], segment)
@@ -234,6 +240,7 @@ def prepare(spec: RunSpec) -> _Run:
         run_dir=str(log_dir),
         resumed_from=str(resume) if resume else None,
         speed_levers={"tf32": tf32, **adapter.speed_levers(agent_cfg)},
+        tracker=None if tracker is None else tracker.record(),
         **device_description(placed),
     )
     context = TrainContext(
@@ -247,11 +254,21 @@ def prepare(spec: RunSpec) -> _Run:
         checkpoint_interval=spec.checkpoint_interval,
         lr_scaling=spec.lr_scaling,
         normalizer_sync=spec.normalizer_sync,
+        tracker=tracker,
     )
     outcome = TrainingOutcome(
         status="interrupted", context=context, manifest=manifest.data, steps_per_env=adapter.rollout_length(agent_cfg)
     )
     return _Run(spec, adapter, start, manifest, outcome, fault_from_environment(), started, created)
+
+
+def end_tracker_run(run: _Run, exit_code: int) -> None:
+    """End rank 0's tracker run, if its library opened one: 0 marks it finished, any other exit code failed (a crash,
+    or the stop that a crash of another rank brings)."""
+    if run.context.tracker is not None:
+        from rlscale.rl.tracking import finish_run
+
+        finish_run(exit_code)
 
 
 def discard_run_directory(run: _Run) -> None:
@@ -350,5 +367,6 @@ def finish(run: _Run, tracked: TrackedTask, result: TrainResult, digests: list[s
         final_mean_episode_length=last.mean_episode_length if last else None,
     )
     outcome.status, outcome.result = "completed", result
+    end_tracker_run(run, 0)
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()

@@ -81,6 +81,11 @@ class RunSpec:
     tf32: bool
     """Allow TF32 for float32 matmuls and cuDNN convolutions on CUDA."""
     sync_check_interval: int
+    logger: str
+    """``tensorboard``, or ``wandb`` beside it (:mod:`rlscale.rl.tracking`)."""
+    log_project_name: str | None
+    log_group: str | None
+    log_job_type: str
     headless: bool
     command: str
     """The command the spec is for, its parser's ``prog`` (``rlscale train``, ``rlscale train_multigpu``, ``rlscale
@@ -247,6 +252,10 @@ def _spec(
         no_cuda_graph=args.no_cuda_graph,
         tf32=args.tf32,
         sync_check_interval=args.sync_check_interval,
+        logger=args.logger,
+        log_project_name=args.log_project_name,
+        log_group=args.log_group,
+        log_job_type=args.log_job_type,
         headless=args.headless,
         command=parser.prog,
         world_size=job.world_size,

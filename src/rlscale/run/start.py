@@ -8,9 +8,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rlscale.dist import RUN_TIMESTAMP_ENV
+from rlscale.dist import RUN_TIMESTAMP_ENV, RankInfo
+from rlscale.manifest import tracker_id_of
 from rlscale.resume import AUTO, newest_loadable, run_to_continue
 from rlscale.rl import LIBRARIES
+from rlscale.rl.tracking import DEFAULT_PROJECT, TrackerRun, new_run_id
 from rlscale.run.spec import RunSpec
 
 if TYPE_CHECKING:
@@ -79,3 +81,39 @@ def resolve_seed(spec: RunSpec) -> int:
     if spec.seed is not None:
         return spec.seed
     return LIBRARIES[spec.rl_library].seed(spec.agent_cfg)
+
+
+def tracker_run(spec: RunSpec, rank: RankInfo, run_dir: Path, seed: int) -> TrackerRun | None:
+    """The tracker run this rank opens: global rank 0's with ``--logger wandb``, none on any other rank or without.
+
+    Named and configured after the cell. A resumed run continues the tracker run that the manifest of the run it
+    continues names: with ``--resume auto`` the one in ``run_dir``, with a checkpoint the run directory's that holds it
+    (rl_games and skrl keep theirs one folder down).
+    """
+    if spec.logger == "tensorboard" or not rank.is_main:
+        return None
+    if spec.resume == AUTO:
+        continued = tracker_id_of(run_dir / "manifest.json")
+    elif spec.resume_path is not None:
+        folders = (spec.resume_path.parent, spec.resume_path.parent.parent)
+        continued = next(filter(None, (tracker_id_of(folder / "manifest.json") for folder in folders)), None)
+    else:
+        continued = None
+    library = spec.rl_library if spec.ml_framework == "torch" else f"{spec.rl_library}_{spec.ml_framework}"
+    cell = {
+        "task": spec.task,
+        "rl_library": spec.rl_library,
+        "ml_framework": spec.ml_framework,
+        "world_size": rank.world_size,
+        "num_envs_per_rank": spec.num_envs,
+        "seed": seed,
+    }
+    return TrackerRun(
+        project=spec.log_project_name or DEFAULT_PROJECT,
+        run_id=continued or new_run_id(),
+        name=f"{spec.task}_{library}_ws{rank.world_size}_envs{spec.num_envs}_seed{seed}",
+        group=spec.log_group,
+        job_type=spec.log_job_type,
+        directory=run_dir,
+        config=cell,
+    )

@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping
 
 from rlscale.launch.ranks import NodeSplit
 from rlscale.rl.agent_overrides import check_against_generic
+from rlscale.rl.tracking import missing_client
+from rlscale.run.args import TRACKER_OPTIONS
 from rlscale.study.schema import StudyConfigError
 from rlscale.tasks import UnknownTaskError, resolve_task_id
 
@@ -137,6 +139,12 @@ def check_config(config: Mapping) -> None:
                     check_against_generic(override.removeprefix("agent."), library)
                 except ValueError as error:
                     raise ValueError(f"{written_as(config, key)}[{index}]: {override}: {error}") from None
+            if override.partition("=")[0] in TRACKER_OPTIONS:
+                raise ValueError(
+                    f"{written_as(config, key)}[{index}]: {override}: the study's logger and log_project_name keys "
+                    "set the tracker of every run; set them instead"
+                )
+    _check_logger(config)
     if config["peer_baseline"] and any(config["agent_overrides"].values()):
         raise ValueError(
             f"{written_as(config, 'peer_baseline')} with agent_overrides: the peer baseline trains the agent config as "
@@ -163,6 +171,21 @@ def check_config(config: Mapping) -> None:
                 "config/profiles/slurm (docs/cluster.md), or drop it"
             )
     check_parity(config, keys)
+
+
+def _check_logger(config: Mapping) -> None:
+    logger = config.get("logger", "tensorboard")  # the schema's default
+    extra = missing_client(logger)
+    if extra is not None:
+        raise ValueError(
+            f"logger: {logger} (from {source_of(config, 'logger')}) needs its client, which is not installed: "
+            f"pip install '{extra}'"
+        )
+    if config["peer_baseline"] and logger != "tensorboard":
+        raise ValueError(
+            f"peer_baseline with logger {logger}: a tracker run adds work the peer baseline does not do to the timed "
+            "iterations; set logger: tensorboard or peer_baseline: false."
+        )
 
 
 PARITY_METRICS = ("mean_episode_length", "mean_return")

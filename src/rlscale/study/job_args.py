@@ -4,7 +4,7 @@ each read once into typed values (:class:`JobCell`, :class:`~rlscale.launch.rank
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +56,18 @@ class JobCell:
             ]
             for seed in self.seeds
         ]
+
+
+def tracker_args(study: Mapping, stage: str) -> list[str]:
+    """The tracker options of the study's runs of ``stage`` (train, benchmark, parity): with ``logger: wandb`` each
+    run is grouped by the study's name, its job type the stage (rank 0 names and configures it after the cell); none
+    with ``tensorboard``, so that the runs' arguments are the ones such a study always had."""
+    if study["logger"] == "tensorboard":
+        return []
+    return [
+        *("--logger", study["logger"], "--log_project_name", study["log_project_name"]),
+        *("--log_group", study["study"], "--log_job_type", stage),
+    ]
 
 
 def cell_parser() -> OneLineParser:

@@ -10,13 +10,14 @@ from rlscale.benchmark.summary import other_ranks, spread
 from rlscale.benchmark.workflow import Measurement, Workflow, random_actions, record_task_creation, synchronize
 from rlscale.dist import RankInfo
 from rlscale.heartbeat import beat
+from rlscale.run.args import TRACKER_OPTIONS
 from rlscale.run.rank import join_process_group, place_rank
 from rlscale.run.spec import RunSpec
 
 REFUSES = {
     flag: "runtime steps the task with random actions, without a library"
     for flag in ("--rl_library", "--ml_framework", "--max_iterations", "--resume", "--agent")
-} | {flag: "runtime trains no policy" for flag in ("--sync_check_interval", "--checkpoint_interval")}
+} | {flag: "runtime trains no policy" for flag in ("--sync_check_interval", "--checkpoint_interval", *TRACKER_OPTIONS)}
 
 
 def add_options(group: argparse._ArgumentGroup) -> None:

@@ -15,6 +15,7 @@ from rlscale.benchmark.workflow import (
     total_startup,
 )
 from rlscale.dist import RankInfo
+from rlscale.run.args import TRACKER_OPTIONS
 from rlscale.run.phases import execute
 from rlscale.run.spec import RunSpec
 
@@ -22,7 +23,7 @@ REFUSES = {
     "--max_iterations": "startup always times one iteration",
     "--resume": "startup times a cold start",
     "--checkpoint_interval": "startup runs one iteration, with no periodic checkpoint",
-}
+} | {flag: "startup times a cold start without a tracker run" for flag in TRACKER_OPTIONS}
 
 
 def run(measurement: Measurement, spec: RunSpec, rank: RankInfo) -> None:
