@@ -108,6 +108,38 @@ class TestRegistration:
             text = assets.joinpath(model).read_text()
             assert "<mesh" not in text and "file=" not in text  # nothing to fetch, nothing beside it to load
 
+    @pytest.mark.parametrize("task_id", ROBOTS)
+    def test_rl_games_hands_the_policy_actions_to_the_robot_unscaled(self, task_id):
+        """rl_games by default clamps its actions to [-1, 1] and rescales them to the action space, which is
+        +-``env.clip_actions``: at 100 every action reached the robot 100 times too large."""
+        import torch
+        from rl_games.common.a2c_common import rescale_actions
+
+        from rlscale.tasks import load_agent_cfg
+
+        cfg = load_agent_cfg(task_id, "rl_games")["params"]
+        actions, bound = torch.tensor([0.3, -0.7, 2.5]), cfg["env"]["clip_actions"]
+        if cfg["config"].get("clip_actions", True):  # rl_games' a2c_continuous.preprocess_actions
+            sent = rescale_actions(-bound, bound, actions.clamp(-1.0, 1.0))
+        else:
+            sent = actions.clamp(-bound, bound)  # rlscale's RlGamesVecEnv.step
+        assert torch.equal(sent, actions)
+
+    def test_the_g1_agent_configs_explore_and_normalise_alike_in_every_library(self):
+        """The G1's initial action noise and input normalisation depart from Isaac Lab's (docs/robots.md): every
+        library's config departs alike, so that their runs compare."""
+        from rlscale.tasks import load_agent_cfg
+
+        rsl_rl, rl_games, skrl = (load_agent_cfg("Rlscale-G1-Flat", lib) for lib in ("rsl_rl", "rl_games", "skrl"))
+        std = rsl_rl["actor"]["distribution_cfg"]["init_std"]
+        assert std == 0.5
+        sigma = rl_games["params"]["network"]["space"]["continuous"]
+        assert sigma["fixed_sigma"] and math.exp(sigma["sigma_init"]["val"]) == pytest.approx(std, rel=1e-3)
+        assert math.exp(skrl["models"]["policy"]["initial_log_std"]) == pytest.approx(std, rel=1e-3)
+        assert rsl_rl["actor"]["obs_normalization"] and rsl_rl["critic"]["obs_normalization"]
+        assert rl_games["params"]["config"]["normalize_input"]
+        assert skrl["agent"]["observation_preprocessor"] == "RunningStandardScaler"
+
 
 def test_lowest_point_of_each_primitive_by_hand():
     pytest.importorskip("mujoco.mjx")
