@@ -1,7 +1,9 @@
 """``rlscale play``: a checkpoint's policy run and filmed.
 
-Bad input is refused in one line, exit code 2, nothing written. A Cartpole checkpoint plays without a video. The video
-writer is checked on made-up frames. The robots' part (marked ``robots``, as tests/test_robots.py: MJX compiles slowly
+Bad input is refused in one line, exit code 2, nothing written. A Cartpole checkpoint of each library and ML framework
+plays without a video, writing nothing, and the adapters' deterministic policy is the action each library's own
+evaluation takes on the same observations (``tests/evaluation_probe.py``). The video writer is checked on made-up
+frames. The robots' part (marked ``robots``, as tests/test_robots.py: MJX compiles slowly
 on the CPU) trains a tiny Go1 and G1 checkpoint and films a few frames of each on the CPU (MuJoCo's EGL through
 Mesa), then reads the files back: format, size, frame count and timing, pictures that are not blank and show the
 robot's colours.
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from mjx_support import requires_mjx
 
 from rlscale.run.play import main as play_main
@@ -25,6 +28,9 @@ from rlscale.run.video import video_file
 ROBOTS = ("Rlscale-Go1-Flat", "Rlscale-G1-Flat")
 ROBOT_ENVS = 4
 POLICY_HZ = 50  # the robots' control rate (sim_dt 0.005, decimation 4)
+PATHS = [("rsl_rl", "torch"), ("rl_games", "torch"), ("skrl", "torch"), ("skrl", "jax")]
+PROBE = Path(__file__).with_name("evaluation_probe.py")
+MEAN_BEYOND_THE_CLAMP = "params.network.space.continuous.mu_init={name: const_initializer, val: 0.1}"
 
 
 def rlscale(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -41,15 +47,23 @@ def tree(folder: Path) -> list[str]:
     return sorted(str(path.relative_to(folder)) for path in folder.rglob("*"))
 
 
-def trained(log_root: Path, task_id: str, num_envs: int, env: dict | None = None) -> Path:
-    """The checkpoint of one rsl_rl iteration of ``task_id`` on the CPU."""
+def trained(
+    log_root: Path,
+    task_id: str,
+    num_envs: int,
+    *options: str,
+    library: str = "rsl_rl",
+    framework: str = "torch",
+    env: dict | None = None,
+) -> Path:
+    """The final checkpoint of a short run of ``task_id`` on the CPU (one iteration unless ``options`` say)."""
     result = rlscale(
-        "train", "--task", task_id, "--rl_library", "rsl_rl", "--num_envs", str(num_envs), "--max_iterations", "1",
-        "--device", "cpu", "--log_root", str(log_root), env=env,
+        "train", "--task", task_id, "--rl_library", library, "--ml_framework", framework, "--num_envs", str(num_envs),
+        "--max_iterations", "1", "--device", "cpu", "--log_root", str(log_root), *options, env=env,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    (checkpoint,) = log_root.rglob("model_*.pt")
-    return checkpoint
+    (manifest,) = log_root.rglob("manifest.json")
+    return Path(json.loads(manifest.read_text())["checkpoint"])
 
 
 # --- bad input --------------------------------------------------------------------------------------------------
@@ -57,18 +71,21 @@ def trained(log_root: Path, task_id: str, num_envs: int, env: dict | None = None
 
 @pytest.fixture
 def fake_runs(tmp_path):
-    """Empty checkpoints in run directories whose manifests name a task and a library: refusals never load them."""
+    """Empty checkpoints where each library saves them in run directories whose manifests name a task and a library:
+    refusals never load them."""
     runs = {}
-    for name, task, library in [
-        ("go1", "Rlscale-Go1-Flat", "rsl_rl"),
-        ("cartpole", "Isaac-Cartpole", "rsl_rl"),
-        ("skrl", "Isaac-Cartpole", "skrl"),
+    for name, task, library, checkpoint in [
+        ("go1", "Rlscale-Go1-Flat", "rsl_rl", "model_0.pt"),
+        ("cartpole", "Isaac-Cartpole", "rsl_rl", "model_0.pt"),
+        ("rl_games", "Isaac-Cartpole", "rl_games", "nn/model_1.pth"),
+        ("skrl", "Isaac-Cartpole", "skrl", "checkpoints/agent_16.pickle"),
+        ("newlib", "Isaac-Cartpole", "newlib", "model_0.pt"),
     ]:
         run = tmp_path / "runs" / name
-        run.mkdir(parents=True)
+        (run / checkpoint).parent.mkdir(parents=True)
         (run / "manifest.json").write_text(json.dumps({"args": {"task": task, "rl_library": library}}))
-        (run / "model_0.pt").write_bytes(b"")
-        runs[name] = run / "model_0.pt"
+        (run / checkpoint).write_bytes(b"")
+        runs[name] = run / checkpoint
     (tmp_path / "runs" / "bare").mkdir()
     runs["bare"] = tmp_path / "runs" / "bare" / "model_0.pt"
     runs["bare"].write_bytes(b"")
@@ -88,7 +105,9 @@ def refused(capsys, argv: list[str]) -> str:
     [
         ("go1", ["--checkpoint", "no/such/model.pt"], "--checkpoint no/such/model.pt: no such file"),
         ("bare", [], "no manifest.json beside it"),
-        ("skrl", [], "--checkpoint: play loads rsl_rl checkpoints, not skrl"),
+        ("newlib", [], "--checkpoint: play loads rsl_rl, rl_games, skrl checkpoints, not newlib"),
+        ("rl_games", ["--steps", "0"], "--steps 0: must be at least 1"),  # past the checkpoint's checks
+        ("skrl", ["--steps", "0"], "--steps 0: must be at least 1"),
         ("go1", ["--command", "1,0"], "argument --command: invalid parse_command value: '1,0'"),
         ("go1", ["--steps", "0"], "--steps 0: must be at least 1"),
         ("go1", ["--num_envs", "0"], "--num_envs 0: must be at least 1"),
@@ -138,11 +157,13 @@ def test_a_gl_backend_that_cannot_render_names_itself_in_one_line(tmp_path, fake
     assert not (tmp_path / "go1.gif").exists()
 
 
-# --- Cartpole, no video ----------------------------------------------------------------------------------------
+# --- Cartpole of every library, no video ------------------------------------------------------------------------
 
 
-def test_cartpole_plays_and_prints_each_episode(tmp_path):
-    checkpoint = trained(tmp_path / "runs", "Isaac-Cartpole", num_envs=16)
+@pytest.mark.parametrize(("library", "framework"), PATHS)
+def test_cartpole_plays_and_prints_each_episode(tmp_path, library, framework):
+    checkpoint = trained(tmp_path / "runs", "Isaac-Cartpole", 16, library=library, framework=framework)
+    before = tree(tmp_path)
     result = rlscale("play", "--checkpoint", str(checkpoint), "--num_envs", "2", "--steps", "300")
     assert result.returncode == 0, result.stderr[-3000:]
     episodes = [line for line in result.stdout.splitlines() if line.startswith("episode ")]
@@ -150,6 +171,37 @@ def test_cartpole_plays_and_prints_each_episode(tmp_path):
     assert all(" steps (" in line and ", return " in line for line in episodes), episodes
     assert result.stdout.splitlines()[-1].startswith(f"episodes ended: {len(episodes)}, ")
     assert "play: step 300/300" in result.stderr
+    assert tree(tmp_path) == before  # the library wrote no logs or checkpoints
+
+
+@pytest.mark.parametrize(
+    ("library", "framework", "options"),
+    [
+        # rl_games clamps the mean to [-1, 1] and rescales it to the action space, here half the usual one; the
+        # output layer's constant start makes a quarter of the means exceed the clamp.
+        ("rl_games", "torch", ["--agent", "params.env.clip_actions=0.5", "--agent", MEAN_BEYOND_THE_CLAMP]),
+        ("skrl", "torch", []),
+        ("skrl", "jax", []),
+    ],
+)
+def test_the_policy_acts_as_its_library_evaluates(tmp_path, library, framework, options):
+    """Isaac-Cartpole-Direct's configs normalise observations (rl_games' running mean and std, skrl's
+    RunningStandardScaler); the probe's observations exceed rl_games' observation clipping."""
+    checkpoint = trained(tmp_path / "runs", "Isaac-Cartpole-Direct", 16, *options, library=library, framework=framework)
+    output = tmp_path / "actions.pt"
+    probe = subprocess.run(
+        [sys.executable, str(PROBE), str(checkpoint), str(output)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    actions = torch.load(output)
+    assert actions["library"].shape == (12, 8, 1)
+    assert torch.equal(actions["adapter"], actions["library"])
+    if library == "rl_games":  # the clipping took part
+        assert actions["library"].abs().max() == 0.5
 
 
 # --- the video writer on made-up frames -------------------------------------------------------------------------

@@ -59,7 +59,10 @@ def test_every_library_has_its_adapter_and_peer(name):
 
 @pytest.mark.parametrize("name", LIBRARIES)
 def test_adapter_provides_the_protocol(name):
-    assert isinstance(load_adapter(name), Adapter)
+    adapter = load_adapter(name)
+    assert isinstance(adapter, Adapter)
+    # rlscale evaluate and play load a library's checkpoints when its record says its adapter gives their policy
+    assert callable(getattr(adapter, "inference_policy", None)) == REGISTRY[name].evaluates
 
 
 @pytest.mark.parametrize("name", LIBRARIES)

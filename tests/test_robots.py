@@ -333,16 +333,22 @@ def test_every_library_trains_each_robot_on_two_cpu_ranks(tmp_path, jax_env, tas
     assert len(set(by_rank[0]["rank_param_digests"])) == 1
 
 
+CHECKPOINTS = {"rsl_rl": "model_*.pt", "rl_games": "nn/*.pth", "skrl": "checkpoints/agent_*.pt"}
+"""Where each library's checkpoints lie in a run directory."""
+
+
 @requires_mjx
 @pytest.mark.slow
-def test_evaluate_reports_tracking_error_and_falls_per_command(tmp_path, jax_env):
+@pytest.mark.parametrize("library", list(CHECKPOINTS))
+def test_evaluate_reports_tracking_error_and_falls_per_command(tmp_path, jax_env, library):
     runs = tmp_path / "runs"
     trained = rlscale(
-        "train", "--task", "Rlscale-Go1-Flat", "--rl_library", "rsl_rl", "--num_envs", str(NUM_ENVS),
+        "train", "--task", "Rlscale-Go1-Flat", "--rl_library", library, "--num_envs", str(NUM_ENVS),
         "--max_iterations", "2", "--checkpoint_interval", "1", "--device", "cpu", "--log_root", str(runs), env=jax_env,
     )  # fmt: skip
     assert trained.returncode == 0, trained.stderr[-3000:]
-    checkpoints = sorted(runs.rglob("model_*.pt"))
+    (manifest,) = runs.rglob("manifest.json")
+    checkpoints = sorted(manifest.parent.glob(CHECKPOINTS[library]))
     assert len(checkpoints) >= 2, checkpoints
     result = rlscale(
         "evaluate", "--checkpoint", *map(str, checkpoints), "--num_envs", "4", "--command", "1.0,0.0,0.0",

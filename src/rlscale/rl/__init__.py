@@ -99,6 +99,7 @@ LIBRARIES = {
         agent_layout=AgentLayout("params.config.name", ("params.network.mlp.units",)),
         checkpoint_policy_key="model",  # rl-games 1.6
         network_keys=("params.network.mlp.units",),
+        evaluates=True,
     ),
     "skrl": Library(
         "skrl",
@@ -111,6 +112,7 @@ LIBRARIES = {
         checkpoint_policy_key="policy",  # skrl 2
         network_keys=("models.policy.network", "models.value.network"),
         ml_frameworks=("torch", "jax"),
+        evaluates=True,
     ),
 }
 """Library name (``--rl_library``, the adapter's module name) → :class:`Library`, in the order help text lists them."""

@@ -38,9 +38,11 @@ class Adapter(Protocol):
 
 
 class EvaluatingAdapter(Adapter, Protocol):
-    """An adapter whose checkpoints ``rlscale evaluate`` can run (rsl_rl's so far)."""
+    """An adapter whose checkpoints ``rlscale evaluate`` and ``rlscale play`` can run."""
 
     def inference_policy(
-        self, task: VecTask, agent_cfg: dict, checkpoint: Path, device: str
+        self, task: VecTask, agent_cfg: dict, checkpoint: Path, device: str, ml_framework: str
     ) -> Callable[[dict], torch.Tensor]:
-        """The deterministic policy of a checkpoint, as a function of the task's observation groups."""
+        """The deterministic policy of a checkpoint as the library itself evaluates it (its observation
+        normalisation and action clipping included), as a function of the task's observation groups; the actions
+        are torch tensors on ``device`` whatever ``ml_framework`` the run trained with."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import io
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import gymnasium
@@ -75,25 +77,28 @@ class RlGamesVecEnv(IVecEnv):
             else None
         )
 
-    def _convert(self, observations: dict[str, torch.Tensor]):
+    def convert(self, observations: dict[str, torch.Tensor]):
+        """The task's observation groups as rl_games reads them."""
         policy = observations["policy"].clamp(-self.clip_observations, self.clip_observations)
         if self.state_space is None:
             return policy
         critic = observations["critic"].clamp(-self.clip_observations, self.clip_observations)
         return {"obs": policy, "states": critic}
 
+    def clip(self, actions: torch.Tensor) -> torch.Tensor:
+        """rl_games' actions as the task gets them."""
+        return actions.clamp(-self.clip_actions, self.clip_actions)
+
     def step(self, actions: torch.Tensor):
-        observations, reward, terminated, truncated, extras = self.task.step(
-            actions.clamp(-self.clip_actions, self.clip_actions)
-        )
+        observations, reward, terminated, truncated, extras = self.task.step(self.clip(actions))
         infos = {"episode": extras.get("log", {})}
         if not self.task.is_finite_horizon:
             infos["time_outs"] = truncated
-        return self._convert(observations), reward, terminated | truncated, infos
+        return self.convert(observations), reward, terminated | truncated, infos
 
     def reset(self):
         observations, _ = self.task.reset()
-        return self._convert(observations)
+        return self.convert(observations)
 
     def get_number_of_agents(self) -> int:
         return 1
@@ -167,21 +172,25 @@ def _sync_normalizers_after_each_update(algo) -> list[RunningMomentsSync]:
     return syncs
 
 
-def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
-    """Train with rl_games' Runner; with ``multi_gpu`` rl_games adds the global rank to the seed itself."""
+def runner_params(task: VecTask, agent_cfg: dict, device: str) -> tuple[dict, RlGamesVecEnv]:
+    """rl_games' ``params`` of a run over ``task`` on ``device``, and the task wrapped as its env, registered under
+    :data:`ENV_NAME`: the config's ``env`` section (Isaac Lab's clipping) goes to the wrapper, not to rl_games."""
     params = copy.deepcopy(agent_cfg["params"])
     env_clip = params.pop("env", {})
     wrapped = RlGamesVecEnv(task, env_clip.get("clip_observations", np.inf), env_clip.get("clip_actions", 1.0))
     vecenv.register(ENV_NAME, lambda config_name, num_actors, **kwargs: wrapped)
     env_configurations.register(ENV_NAME, {"vecenv_type": ENV_NAME, "env_creator": lambda **kwargs: wrapped})
+    params["config"].update(env_name=ENV_NAME, num_actors=task.num_envs, device=device, device_name=device)
+    params["torch_threads"] = 0  # leave torch's thread count alone: rlscale's worker sets it per rank
+    return params, wrapped
 
+
+def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
+    """Train with rl_games' Runner; with ``multi_gpu`` rl_games adds the global rank to the seed itself."""
+    params, _ = runner_params(task, agent_cfg, ctx.device)
     start = checkpoint_iteration(ctx.resume, agent_cfg) if ctx.resume else 0
     config = params["config"]
     config.update(
-        env_name=ENV_NAME,
-        num_actors=task.num_envs,
-        device=ctx.device,
-        device_name=ctx.device,
         multi_gpu=ctx.rank.distributed,
         # Checkpoints and summaries land in ctx.log_dir: rl_games writes <train_dir>/<full_experiment_name>/.
         train_dir=str(ctx.log_dir.parent),
@@ -194,7 +203,6 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
     if str(ctx.device).startswith("cpu"):
         params["config"] = CpuPinnedConfig(config)
     params["seed"] = ctx.seed
-    params["torch_threads"] = 0  # rlscale's worker sets the per-rank thread count
     observer = _KeepAgent(ctx)
     runner = Runner(algo_observer=observer)
     with library_console(ctx.log_dir):
@@ -214,6 +222,36 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
         checkpoint=checkpoint,
         resumed_param_digest=observer.resumed_param_digest,
     )
+
+
+def inference_policy(
+    task: VecTask, agent_cfg: dict, checkpoint: Path, device: str, ml_framework: str
+) -> Callable[[dict], torch.Tensor]:
+    """The deterministic policy of a checkpoint as rl_games plays it, a function of the task's observation groups.
+
+    rl_games' own player (``Runner.create_player``, ``set_weights``, ``get_action``) runs it: observations clipped as
+    in training, then normalised by the restored running mean and std when ``normalize_input`` is set; the action is
+    the mean, clamped to [-1, 1] and rescaled to the action space when ``clip_actions`` is (rl_games' default), then
+    clipped by the env wrapper as in training.
+    """
+    params, wrapped = runner_params(task, agent_cfg, device)
+    params["config"]["env_info"] = wrapped.get_env_info()  # the player takes the spaces from here, builds no env
+    runner = Runner()
+    with contextlib.redirect_stdout(io.StringIO()):  # rl_games prints its seed and the player's setup
+        runner.load({"params": params})
+        player = runner.create_player()
+    # What the player's restore loads, read onto the policy's device: restore has no map_location, so a GPU run's
+    # checkpoint would not load on a host without one.
+    player.set_weights(torch.load(checkpoint, map_location=device, weights_only=True))
+    if player.is_rnn:  # its hidden state would need the task's episode ends, which a policy of observations lacks
+        raise ValueError(f"{checkpoint}: rlscale plays rl_games' feed-forward policies, not a network.rnn one")
+    player.has_batch_dimension = True  # one observation per env (rl_games' run() sets it from the first batch)
+
+    def policy(observations: dict[str, torch.Tensor]) -> torch.Tensor:
+        actions = player.get_action(player.obs_to_torch(wrapped.convert(observations)), is_deterministic=True)
+        return wrapped.clip(actions)
+
+    return policy
 
 
 def checkpoint_iteration(path: Path, agent_cfg: dict) -> int:

@@ -180,9 +180,11 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
     )
 
 
-def inference_policy(task: VecTask, agent_cfg: dict, checkpoint: Path, device: str) -> Callable[[dict], torch.Tensor]:
-    """The deterministic policy (the action distribution's mean) of a checkpoint, as a function of the task's
-    observation groups."""
+def inference_policy(
+    task: VecTask, agent_cfg: dict, checkpoint: Path, device: str, ml_framework: str
+) -> Callable[[dict], torch.Tensor]:
+    """The deterministic policy (the action distribution's mean, its observations normalised as the actor's restored
+    normaliser does) of a checkpoint, as a function of the task's observation groups."""
     train_cfg = {key: value for key, value in agent_cfg.items() if key not in RUN_SETTINGS}
     with contextlib.redirect_stdout(io.StringIO()):  # the runner prints its models
         runner = OnPolicyRunner(RslRlVecEnv(task), train_cfg, log_dir=None, device=device)

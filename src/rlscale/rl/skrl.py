@@ -12,9 +12,12 @@ import functools
 import os
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from rlscale.paths import atomic_path, move_into_place
 from rlscale.rl import LIBRARIES
@@ -90,14 +93,45 @@ def _cache_skrl_jax_pmaps() -> None:
     model_module.jax = ppo_module.jax = patched
 
 
+def build_runner(
+    task: VecTask,
+    cfg: dict,
+    ml_framework: str,
+    distributed: bool = False,
+    before_agent: Callable[[], None] | None = None,
+):
+    """skrl's Runner of ``ml_framework`` over ``task``, built from ``cfg`` (a copy of the agent config, completed
+    here), and the task wrapped as its env; ``before_agent`` runs once skrl is imported (its process group formed)
+    and before the Runner makes the agent."""
+    cfg["trainer"].update(headless=True, disable_progressbar=True)
+    cfg["trainer"]["close_environment_at_exit"] = False  # rlscale closes the task itself
+    rollouts = rollout_length(cfg)
+    if ml_framework == "jax":
+        if cfg["agent"].pop("mixed_precision", False):  # skrl's JAX PPO has no such key
+            raise ValueError("agent.mixed_precision: skrl's JAX PPO has no mixed precision; use --ml_framework torch")
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave the GPU's memory to the torch task
+        import jax.experimental.multihost_utils  # noqa: F401  skrl 2.1.1 uses it in broadcast_parameters unimported
+        from skrl.utils.runner.jax import Runner
+
+        if distributed:
+            _cache_skrl_jax_pmaps()
+        env = jax_env(task, rollouts)
+    else:
+        from skrl.utils.runner.torch import Runner
+
+        env = torch_env(task, rollouts)
+    if before_agent is not None:
+        before_agent()
+    return Runner(env, cfg), env
+
+
 def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
     """Train with skrl's Runner; skrl's ``set_seed`` adds the rank to the seed itself."""
     cfg = copy.deepcopy(agent_cfg)
     rollouts = rollout_length(cfg)
     start = checkpoint_iteration(ctx.resume, cfg) if ctx.resume else 0
     cfg["seed"] = ctx.seed
-    cfg["trainer"].update(timesteps=ctx.max_iterations * rollouts, headless=True, disable_progressbar=True)
-    cfg["trainer"]["close_environment_at_exit"] = False  # rlscale closes the task itself
+    cfg["trainer"]["timesteps"] = ctx.max_iterations * rollouts
     experiment = cfg["agent"]["experiment"]
     experiment.update(directory=str(ctx.log_dir.parent), experiment_name=ctx.log_dir.name)
     for key, iterations in AUTO_INTERVALS.items():
@@ -109,25 +143,10 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
         raise ValueError("--sync_normalizer: rlscale syncs skrl's torch preprocessors only; use --ml_framework torch")
     if ctx.checkpoint_interval is not None:
         experiment["checkpoint_interval"] = ctx.checkpoint_interval * rollouts
-    if ctx.ml_framework == "jax":
-        if cfg["agent"].pop("mixed_precision", False):  # skrl's JAX PPO has no such key
-            raise ValueError("agent.mixed_precision: skrl's JAX PPO has no mixed precision; use --ml_framework torch")
-        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave the GPU's memory to the torch task
-        import jax.experimental.multihost_utils  # noqa: F401  skrl 2.1.1 uses it in broadcast_parameters unimported
-        from skrl.utils.runner.jax import Runner
-
-        if ctx.rank.distributed:
-            _cache_skrl_jax_pmaps()
-
-        env = jax_env(task, rollouts)
-    else:
-        from skrl.utils.runner.torch import Runner
-
-        env = torch_env(task, rollouts)
-    if ctx.tracker is not None:
-        _track_with_wandb(experiment, ctx.tracker, ctx.ml_framework)
     with library_console(ctx.log_dir):
-        runner = Runner(env, cfg)
+        tracker = ctx.tracker
+        track = None if tracker is None else lambda: _track_with_wandb(experiment, tracker, ctx.ml_framework)
+        runner, _ = build_runner(task, cfg, ctx.ml_framework, ctx.rank.distributed, before_agent=track)
         agent = runner.agent
         if ctx.ml_framework == "jax":
             ctx.policy_probe.read = _JaxPolicyParameters(agent.policy)
@@ -301,6 +320,34 @@ def _checkpoint_live_jax_training_state(agent) -> None:
     """
     for name in ("policy_optimizer", "value_optimizer", "policy_learning_rate", "value_learning_rate"):
         agent.checkpoint_modules[name] = _AgentAttribute(agent, name)
+
+
+def inference_policy(
+    task: VecTask, agent_cfg: dict, checkpoint: Path, device: str, ml_framework: str
+) -> Callable[[dict], torch.Tensor]:
+    """The deterministic policy of a checkpoint as skrl evaluates it, a function of the task's observation groups.
+
+    skrl's own agent loads the checkpoint (its models and preprocessors, the ``RunningStandardScaler`` statistics
+    included) and acts in evaluation mode; the action is the policy's ``mean_actions``, as skrl's trainers evaluate
+    (clipped only where the policy's ``clip_mean_actions`` says). A JAX policy runs in JAX; its actions reach torch
+    through DLPack, as in training. ``device`` is the task's: skrl places the agent on its env's device.
+    """
+    cfg = copy.deepcopy(agent_cfg)
+    cfg["agent"]["experiment"].update(write_interval=0, checkpoint_interval=0, wandb=False)  # write nothing
+    runner, env = build_runner(task, cfg, ml_framework)
+    agent = runner.agent
+    if ml_framework == "jax":
+        _checkpoint_live_jax_training_state(agent)  # the layout rlscale's JAX checkpoints have
+    agent.load(str(checkpoint))
+    agent.enable_training_mode(False, apply_to_models=True)
+
+    def policy(observations: dict[str, torch.Tensor]) -> torch.Tensor:
+        inputs, states = env.agent_inputs(observations)
+        with torch.no_grad():
+            actions, outputs = agent.act(inputs, states, timestep=0, timesteps=0)
+        return env.task_actions(outputs.get("mean_actions", actions))
+
+    return policy
 
 
 def checkpoint_iteration(path: Path, agent_cfg: dict) -> int:

@@ -52,13 +52,21 @@ def torch_env(task: VecTask, rollouts: int):
         state_space = property(lambda self: self._state_space)
         action_space = property(lambda self: self._act_space)
 
+        def agent_inputs(self, observations: dict[str, torch.Tensor]):
+            """The task's observation groups as skrl's agent takes them: ``(observations, states)``."""
+            return observations["policy"], observations.get("critic")
+
+        def task_actions(self, actions: torch.Tensor) -> torch.Tensor:
+            """skrl's actions as the task takes them."""
+            return actions
+
         def reset(self):
             if self._observations is None:
                 self._observations, _ = task.reset()
             return self._observations["policy"], {}
 
         def step(self, actions):
-            self._observations, reward, terminated, truncated, extras = task.step(actions)
+            self._observations, reward, terminated, truncated, extras = task.step(self.task_actions(actions))
             info = self._log.info(extras)
             return self._observations["policy"], reward.view(-1, 1), terminated.view(-1, 1), truncated.view(-1, 1), info
 
@@ -103,14 +111,22 @@ def jax_env(task: VecTask, rollouts: int):
         state_space = property(lambda self: self._state_space)
         action_space = property(lambda self: self._act_space)
 
+        def agent_inputs(self, observations: dict[str, torch.Tensor]):
+            """The task's observation groups as skrl's agent takes them: ``(observations, states)``, JAX arrays."""
+            critic = observations.get("critic")
+            return to_jax(observations["policy"]), None if critic is None else to_jax(critic)
+
+        def task_actions(self, actions) -> torch.Tensor:
+            """skrl's actions (a JAX array) as the task takes them: a torch tensor on its device."""
+            return torch.from_dlpack(actions).to(task.device)
+
         def reset(self):
             if self._observations is None:
                 self._observations, _ = task.reset()
             return to_jax(self._observations["policy"]), {}
 
         def step(self, actions):
-            actions = torch.from_dlpack(actions).to(task.device)
-            self._observations, reward, terminated, truncated, extras = task.step(actions)
+            self._observations, reward, terminated, truncated, extras = task.step(self.task_actions(actions))
             return (
                 to_jax(self._observations["policy"]),
                 to_jax(reward.view(-1, 1)),

@@ -1,6 +1,6 @@
 """A trained policy from a checkpoint of an rlscale run directory, as ``rlscale evaluate`` and ``rlscale play`` load
-it: the run's task, library, agent config and env overrides come from the ``manifest.json`` beside the checkpoint,
-and the library's adapter gives the deterministic policy (:class:`~rlscale.rl.adapter.EvaluatingAdapter`)."""
+it: the run's task, library, ML framework, agent config and env overrides come from the run's ``manifest.json``, and
+the library's adapter gives the deterministic policy (:class:`~rlscale.rl.adapter.EvaluatingAdapter`)."""
 
 from __future__ import annotations
 
@@ -28,9 +28,21 @@ def parse_command(text: str) -> tuple[float, float, float]:
     return values
 
 
+def run_directory(checkpoint: Path) -> Path | None:
+    """The run directory of a checkpoint, the folder of its ``manifest.json``: the checkpoint's own (rsl_rl's) or
+    the one above (rl_games' ``nn/``, skrl's ``checkpoints/``); None when neither has a manifest."""
+    for folder in (checkpoint.parent, checkpoint.parent.parent):
+        if (folder / MANIFEST).is_file():
+            return folder
+    return None
+
+
 def read_manifest(checkpoint: Path) -> dict[str, Any]:
-    """The manifest of the run directory that holds ``checkpoint``."""
-    return json.loads((checkpoint.parent / MANIFEST).read_text())
+    """The manifest of the run directory that holds ``checkpoint`` (found by :func:`checkpoint_refusal`)."""
+    run_dir = run_directory(checkpoint)
+    if run_dir is None:
+        raise FileNotFoundError(f"{checkpoint}: no {MANIFEST} beside it or in the folder above")
+    return json.loads((run_dir / MANIFEST).read_text())
 
 
 def checkpoint_refusal(checkpoint: Path, command: str) -> str | None:
@@ -41,8 +53,11 @@ def checkpoint_refusal(checkpoint: Path, command: str) -> str | None:
 
     if not checkpoint.is_file():
         return f"--checkpoint {checkpoint}: no such file"
-    if not (checkpoint.parent / MANIFEST).is_file():
-        return f"--checkpoint {checkpoint}: no {MANIFEST} beside it (is it in an rlscale run directory?)"
+    if run_directory(checkpoint) is None:
+        return (
+            f"--checkpoint {checkpoint}: no {MANIFEST} beside it or in the folder above (is it in an rlscale run "
+            "directory?)"
+        )
     run_args = read_manifest(checkpoint)["args"]
     loadable = [name for name, library in LIBRARIES.items() if library.evaluates]
     if run_args["rl_library"] not in loadable:
@@ -75,4 +90,5 @@ def task_and_policy(
     run_args = manifest["args"]
     task = make_task(run_args["task"], **(run_args["env_overrides"] | overrides | {"device": device}))
     adapter = cast("EvaluatingAdapter", load_adapter(run_args["rl_library"]))
-    return task, adapter.inference_policy(task, manifest["agent_cfg"], checkpoint, device)
+    policy = adapter.inference_policy(task, manifest["agent_cfg"], checkpoint, device, run_args["ml_framework"])
+    return task, policy

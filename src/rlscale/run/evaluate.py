@@ -24,6 +24,7 @@ from rlscale.run.checkpoint_policy import (
     is_velocity_task,
     parse_command,
     read_manifest,
+    run_directory,
     task_and_policy,
 )
 
@@ -53,7 +54,7 @@ def parser() -> OneLineParser:
         "--output",
         type=Path,
         help=f"write the results as JSON here; with several checkpoints {CHECKPOINT_FIELD} in it stands for each one's "
-        "file name without .pt",
+        "file name without its suffix",
     )
     return parser
 
@@ -79,17 +80,15 @@ def main(argv: list[str]) -> int:
 def _refusal(args: Any) -> str | None:
     """One line for bad input, before anything is built (None when the input is fine)."""
     for checkpoint in args.checkpoint:
-        if not checkpoint.is_file():
-            return f"--checkpoint {checkpoint}: no such file"
-    run_dirs = {checkpoint.resolve().parent for checkpoint in args.checkpoint}
+        unloadable = checkpoint_refusal(checkpoint, "evaluate")
+        if unloadable:
+            return unloadable
+    run_dirs = {run_directory(checkpoint.resolve()) for checkpoint in args.checkpoint}
     if len(run_dirs) > 1:
         return f"--checkpoint: the checkpoints must be of one run directory, not {len(run_dirs)}"
     several = len(set(args.checkpoint)) > 1
     if several and args.output is not None and CHECKPOINT_FIELD not in str(args.output):
         return f"--output {args.output}: with several checkpoints it needs {CHECKPOINT_FIELD} (each one's file name)"
-    unloadable = checkpoint_refusal(args.checkpoint[0], "evaluate")
-    if unloadable:
-        return unloadable
     task_id = read_manifest(args.checkpoint[0])["args"]["task"]
     if not is_velocity_task(task_id):
         return f"--checkpoint: evaluate measures velocity tracking; {task_id} is no velocity task"
