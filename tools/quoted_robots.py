@@ -172,11 +172,28 @@ def brax_anchor_quotes(root: Path) -> list[Quote]:
     return quotes
 
 
+def walking_g1_time_quotes(root: Path) -> list[Quote]:
+    """The walking G1's seconds from its processes' starts to its evaluated checkpoints."""
+    times = json.loads((root / RESULTS / "g1_walks" / "checkpoint_times.json").read_text())
+    first, last = times["model_175.pt"]["s_since_process_start"], times["model_375.pt"]
+    text = (
+        f"{last['s_of_training_processes']:.0f} s after the processes' starts ({first:.0f} s of the first, to its "
+        f"iteration-175 checkpoint, and {last['s_since_second_process_start']:.0f} s of the second)"
+    )
+    return [
+        Quote(ROBOTS_DOC, "walking G1's time to its iteration-375 checkpoint", text),
+        Quote(ROBOTS_DOC, "walking G1's time to its iteration-175 checkpoint", f"At iteration 175 ({first:.0f} s)"),
+    ]
+
+
 def robot_quotes(root: Path) -> list[Quote]:
     quotes = evaluation_quotes(root, "Go1", "go1_learning/evaluation.json")
     quotes.append(Quote("README.md", "Go1 evaluation", quotes[0].text))
     quotes += evaluation_quotes(root, "G1", "g1_learning/evaluation_it275.json", rows=False)
     quotes += evaluation_quotes(root, "G1", "g1_learning/evaluation_it475.json")
+    quotes += evaluation_quotes(root, "G1, walking", "g1_walks/evaluation_it175.json", rows=False)
+    quotes += evaluation_quotes(root, "G1, walking", "g1_walks/evaluation_it375.json")
+    quotes += walking_g1_time_quotes(root)
     manifest = json.loads((root / RESULTS / "go1_learning" / "manifest.json").read_text())
     wall = datetime.fromisoformat(manifest["end_time"]) - datetime.fromisoformat(manifest["start_time"])
     for document in (ROBOTS_DOC, "README.md"):
