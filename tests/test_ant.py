@@ -236,7 +236,7 @@ class TestOwnGpuPerRank:
                 "from argparse import Namespace; from rlscale.benchmark import worker; "
                 "from rlscale.benchmark.workflows.training import WORKFLOW as TRAINING; "
                 f"worker.time_python_imports(TRAINING, Namespace(task={task!r}, device='cuda', ml_framework='torch', "
-                "rl_library='rl_games'))"
+                "rl_library='rl_games', logger='tensorboard'))"
             )
         code = f"""
 import os

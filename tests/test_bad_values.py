@@ -83,7 +83,7 @@ CATALOGUE = [
     case("env-collective-timeout-zero", TRAIN, "RLSCALE_COLLECTIVE_TIMEOUT='0'", "> 0",
          env={"RLSCALE_COLLECTIVE_TIMEOUT": "0"}),
     case("study-agent-override-range", "agent_overrides: {rsl_rl: [agent.algorithm.gamma=2]}",
-         "agent_overrides.rsl_rl[0]: agent.algorithm.gamma=2", "must be <= 1", how="study"),
+         "agent_overrides.rsl_rl[0] (from ", "): agent.algorithm.gamma=2: ", "must be <= 1", how="study"),
     case("study-agent-override-type", "agent_overrides: {skrl: [agent.agent.rollouts=many]}",
          "agent_overrides.skrl[0]", "agent.rollouts must be an integer", "'many'", how="study"),
     case("study-lease-timeout-text", "study: mine", "RLSCALE_LEASE_TIMEOUT_S='soon'", "number of seconds > 0",

@@ -134,15 +134,16 @@ def check_config(config: Mapping) -> None:
                 f"{source_of(config, 'libraries')}); add it to libraries or remove the entry"
             )
         for index, override in enumerate(overrides):
+            entry = f"{key}[{index}] (from {source_of(config, key)}): {override}"
             if override.startswith("agent."):
                 try:
                     check_against_generic(override.removeprefix("agent."), library)
                 except ValueError as error:
-                    raise ValueError(f"{written_as(config, key)}[{index}]: {override}: {error}") from None
+                    raise ValueError(f"{entry}: {error}") from None
             if override.partition("=")[0] in TRACKER_OPTIONS:
                 raise ValueError(
-                    f"{written_as(config, key)}[{index}]: {override}: the study's logger and log_project_name keys "
-                    "set the tracker of every run; set them instead"
+                    f"{entry}: the study's logger and log_project_name keys set the tracker of every run; set them "
+                    "instead"
                 )
     _check_logger(config)
     if config["peer_baseline"] and any(config["agent_overrides"].values()):
