@@ -6,7 +6,7 @@ STAMP := $(VENV)/.rlscale-installed
 TORCH_SPEC ?= torch==2.13.0
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup test test-robots test-stress test-study lint study clean slurm-up slurm-down test-slurm
+.PHONY: setup test test-robots test-stress test-study test-extras lint study clean slurm-up slurm-down test-slurm
 
 setup: $(STAMP)
 
@@ -31,7 +31,7 @@ lint: setup
 	$(PY) tools/module_sizes.py
 
 test: lint
-	$(PY) -m pytest -q --durations=15 -m "not stress and not robots and not study"
+	$(PY) -m pytest -q --durations=15 -m "not stress and not robots and not study and not extras"
 
 # The robots' CPU checks (tests/test_robots.py: contract, every library on two CPU ranks, evaluate; tests/test_play.py:
 # each robot filmed, which needs EGL: docs/robots.md): about 8 minutes on 2 cores, most of it MJX compiling on the
@@ -43,6 +43,12 @@ test-robots: setup
 # train job continued): about 4 minutes on 2 cores, kept out of `make test`'s 20; CI runs them.
 test-study: setup
 	$(PY) -m pytest -q -m study
+
+# The extras end to end: W&B runs offline from one rank, grouped and resumed (tests/test_tracker.py), and `rlscale play`
+# and `evaluate` of every library's checkpoints (tests/test_play.py, but its robots' films, which test-robots runs):
+# about 6 minutes on 2 cores, kept out of `make test`'s 20; CI runs them.
+test-extras: setup
+	$(PY) -m pytest -q -m "extras and not robots"
 
 # Repeated randomised trials (crashes of random ranks at random iterations, torn down and named each time): about
 # 2 minutes on 2 cores, kept out of `make test`'s 20; CI runs them.

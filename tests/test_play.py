@@ -25,6 +25,8 @@ from mjx_support import requires_mjx
 from rlscale.run.play import main as play_main
 from rlscale.run.video import video_file
 
+pytestmark = pytest.mark.extras  # make test-extras
+
 ROBOTS = ("Rlscale-Go1-Flat", "Rlscale-G1-Flat")
 ROBOT_ENVS = 4
 POLICY_HZ = 50  # the robots' control rate (sim_dt 0.005, decimation 4)

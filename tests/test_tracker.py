@@ -14,6 +14,8 @@ import pytest
 from test_bad_inputs import case, run_case, tree
 from wandb_records import offline_environment, offline_runs
 
+pytestmark = pytest.mark.extras  # make test-extras
+
 ROOT = Path(__file__).resolve().parents[1]
 CELL = ["--task", "Isaac-Cartpole-Direct", "--device", "cpu", "--num_envs", "16"]
 
