@@ -34,19 +34,19 @@ test: lint
 	$(PY) -m pytest -q --durations=15 -m "not stress and not robots and not study and not extras"
 
 # The robots' CPU checks (tests/test_robots.py: contract, every library on two CPU ranks, evaluate; tests/test_play.py:
-# each robot filmed, which needs EGL: docs/robots.md): about 8 minutes on 2 cores, most of it MJX compiling on the
+# each robot filmed, which needs EGL: docs/robots.md): about 7 minutes on 2 cores, most of it MJX compiling on the
 # CPU, kept out of `make test`'s 20; CI runs them.
 test-robots: setup
 	$(PY) -m pytest -q -m robots
 
 # Whole tiny studies run by Snakemake (the Cartpole scaling study with every stage, one with the example task, a killed
-# train job continued): about 4 minutes on 2 cores, kept out of `make test`'s 20; CI runs them.
+# train job continued): about 3 minutes on 2 cores, kept out of `make test`'s 20; CI runs them.
 test-study: setup
 	$(PY) -m pytest -q -m study
 
 # The extras end to end: W&B runs offline from one rank, grouped and resumed (tests/test_tracker.py), and `rlscale play`
 # and `evaluate` of every library's checkpoints (tests/test_play.py, but its robots' films, which test-robots runs):
-# about 6 minutes on 2 cores, kept out of `make test`'s 20; CI runs them.
+# about 4 minutes on 2 cores, kept out of `make test`'s 20; CI runs them.
 test-extras: setup
 	$(PY) -m pytest -q -m "extras and not robots"
 
