@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from rlscale.argparsing import OneLineParser
 from rlscale.rl import LIBRARIES
 
 if TYPE_CHECKING:
@@ -26,6 +27,19 @@ def parse_command(text: str) -> tuple[float, float, float]:
     if len(values) != 3:
         raise ValueError
     return values
+
+
+def checked_arguments(command_line: OneLineParser, argv: list[str], refusal: Callable[[Any], str | None]) -> Any:
+    """``argv`` parsed, refused in one line (exit 2) when ``refusal`` finds something wrong, with ``device`` resolved
+    to the text torch takes."""
+    from rlscale.run.spec import resolve_device
+
+    args = command_line.parse_args(argv)
+    bad = refusal(args)
+    if bad:
+        command_line.error(bad)
+    args.device = str(resolve_device(command_line, args.device))
+    return args
 
 
 def run_directory(checkpoint: Path) -> Path | None:

@@ -20,6 +20,7 @@ from typing import Any
 from rlscale.argparsing import OneLineParser
 from rlscale.paths import unwritable_reason
 from rlscale.run.checkpoint_policy import (
+    checked_arguments,
     checkpoint_refusal,
     is_velocity_task,
     parse_command,
@@ -60,14 +61,7 @@ def parser() -> OneLineParser:
 
 
 def main(argv: list[str]) -> int:
-    from rlscale.run.spec import resolve_device
-
-    command_line = parser()
-    args = command_line.parse_args(argv)
-    bad = _refusal(args)
-    if bad:
-        command_line.error(bad)
-    args.device = str(resolve_device(command_line, args.device))  # torch takes the text
+    args = checked_arguments(parser(), argv, _refusal)
     manifest = read_manifest(args.checkpoint[0])
     for results in evaluate(manifest, args):
         print(json.dumps({"checkpoint": results["checkpoint"], **results["summary"]}, indent=2))

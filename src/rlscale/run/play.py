@@ -16,6 +16,7 @@ from typing import Any
 
 from rlscale.argparsing import OneLineParser
 from rlscale.run.checkpoint_policy import (
+    checked_arguments,
     checkpoint_refusal,
     is_velocity_task,
     parse_command,
@@ -75,14 +76,7 @@ def parser() -> OneLineParser:
 
 
 def main(argv: list[str]) -> int:
-    command_line = parser()
-    args = command_line.parse_args(argv)
-    bad = _refusal(args)
-    if bad:
-        command_line.error(bad)
-    from rlscale.run.spec import resolve_device
-
-    args.device = str(resolve_device(command_line, args.device))  # torch takes the text
+    args = checked_arguments(parser(), argv, _refusal)
     play(read_manifest(args.checkpoint), args)
     return 0
 
