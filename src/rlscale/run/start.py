@@ -13,6 +13,7 @@ from rlscale.manifest import tracker_id_of
 from rlscale.resume import AUTO, newest_loadable, run_to_continue
 from rlscale.rl import LIBRARIES
 from rlscale.rl.tracking import DEFAULT_PROJECT, TrackerRun, new_run_id
+from rlscale.run import checkpoint_policy
 from rlscale.run.spec import RunSpec
 
 if TYPE_CHECKING:
@@ -93,10 +94,9 @@ def tracker_run(spec: RunSpec, rank: RankInfo, run_dir: Path, seed: int) -> Trac
     if spec.logger == "tensorboard" or not rank.is_main:
         return None
     if spec.resume == AUTO:
-        continued = tracker_id_of(run_dir / "manifest.json")
-    elif spec.resume_path is not None:
-        folders = (spec.resume_path.parent, spec.resume_path.parent.parent)
-        continued = next(filter(None, (tracker_id_of(folder / "manifest.json") for folder in folders)), None)
+        continued = tracker_id_of(run_dir / checkpoint_policy.MANIFEST)
+    elif spec.resume_path is not None and (folder := checkpoint_policy.run_directory(spec.resume_path)) is not None:
+        continued = tracker_id_of(folder / checkpoint_policy.MANIFEST)
     else:
         continued = None
     library = spec.rl_library if spec.ml_framework == "torch" else f"{spec.rl_library}_{spec.ml_framework}"
