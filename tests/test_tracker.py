@@ -57,6 +57,7 @@ def test_two_ranks_log_one_run_named_after_the_cell(tmp_path, library):
     assert run.config.items() >= (cell | {"num_envs_per_rank": 16, "seed": 5}).items()
     assert run.kinds["history"] >= 1 and run.exit_code == 0
     assert run.path.is_relative_to(Path(by_rank[0]["run_dir"]).resolve())
+    assert not list(run.path.rglob("events.out.tfevents.*")), "W&B links TensorBoard's events into its run folder"
     assert not list(Path(by_rank[1]["run_dir"]).rglob("wandb"))
 
 

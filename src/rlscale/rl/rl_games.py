@@ -148,7 +148,7 @@ def _open_tracker_run(algo, tracker: TrackerRun) -> None:
     """Open the W&B run, syncing TensorBoard as rl_games' own runner script does (rl_games has no W&B writer), once
     rl_games has formed the process group: in its agent's init, which ``after_init`` follows. The TensorBoard writer it
     made in that init, before the run could hook TensorBoard's writers, is reopened so that the sync sees it."""
-    start_run(tracker, sync_tensorboard=True)
+    start_run(tracker)
     algo.writer.close()
     algo.writer = SummaryWriter(algo.summaries_dir)
 

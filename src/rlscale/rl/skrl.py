@@ -30,7 +30,7 @@ from rlscale.rl.common import (
 )
 from rlscale.rl.rank_scaling import learning_rate_factor, moments_syncs
 from rlscale.rl.skrl_envs import jax_env, torch_env
-from rlscale.rl.tracking import TrackerRun, start_run
+from rlscale.rl.tracking import TrackerRun, start_run, sync_tensorboard_scalars
 from rlscale.tasks.base import VecTask
 
 AUTO_INTERVALS = {"write_interval": 1, "checkpoint_interval": 50}
@@ -185,7 +185,7 @@ def _track_with_wandb(experiment: dict, tracker: TrackerRun, ml_framework: str) 
     entry as its ``wandb_kwargs``; its JAX agent's fails in skrl 2.1.1 (its config dump reads the models' torch-only
     ``_modules``), so with JAX rlscale opens it here, before the agent exists.
 
-    W&B syncs TensorBoard by replacing TensorBoard's ``EventFileWriter`` class when the run opens; skrl 2.1.1's writer
+    W&B syncs TensorBoard by replacing TensorBoard's ``EventFileWriter`` class (:func:`sync_tensorboard_scalars`); skrl 2.1.1's writer
     imported that class by name long before, so none of its events would reach the run. Its writer looks the class up
     when it is made instead.
     """
@@ -194,8 +194,9 @@ def _track_with_wandb(experiment: dict, tracker: TrackerRun, ml_framework: str) 
 
     skrl_tensorboard.EventFileWriter = lambda *args, **kwargs: event_file_writer.EventFileWriter(*args, **kwargs)
     if ml_framework == "jax":
-        start_run(tracker, sync_tensorboard=True)
+        start_run(tracker)
     else:
+        sync_tensorboard_scalars()
         experiment.update(wandb=True, wandb_kwargs=tracker.init_kwargs())
 
 

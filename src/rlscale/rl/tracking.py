@@ -93,12 +93,28 @@ class TrackerRun:
         return {"logger": "wandb", "project": self.project, "id": self.run_id, "name": self.name}
 
 
-def start_run(run: TrackerRun, **settings: Any) -> None:
-    """Open ``run`` with rlscale's own ``wandb.init`` (for a library without W&B support); ``settings`` are more of
-    its arguments."""
+def start_run(run: TrackerRun) -> None:
+    """Open ``run`` with rlscale's own ``wandb.init`` (for a library without W&B support), syncing the scalars of the
+    TensorBoard writers made after it."""
     import wandb
 
-    wandb.init(**run.init_kwargs(), **settings)
+    sync_tensorboard_scalars()
+    wandb.init(**run.init_kwargs(), sync_tensorboard=True)
+
+
+def sync_tensorboard_scalars() -> None:
+    """Make the W&B run that opens next read the scalars of each TensorBoard writer made after it, leaving the event
+    files where they are.
+
+    W&B's own sync (``sync_tensorboard=True`` alone) also links each event file into its run folder, under the path of
+    the writer's log directory. That folder lies in the run directory, which is, or holds, the log directory; W&B's
+    watcher then finds its own links as new event files and links them again, one level deeper each time, until the
+    paths outgrow the file system's limit. TensorBoard, pointed at the log root, would also show each run twice.
+    """
+    import wandb
+
+    if not wandb.patched["tensorboard"]:  # wandb.init patches no further once patched
+        wandb.tensorboard.patch(save=False)
 
 
 def finish_run(exit_code: int) -> None:
