@@ -2,7 +2,7 @@
 
 The records are every parity run's rank-0 manifest in ``results/h200x2/parity/records.tgz``, with its per-iteration
 global env steps, elapsed wall time and metrics; the targets come from the overlay the runs used
-(``config/parity_h200.yaml``). Nothing is read from ``parity.csv``, the study's own table: the rules of
+(``config/studies/parity_h200x2.yaml``). Nothing is read from ``parity.csv``, the study's own table: the rules of
 ``docs/parity.md`` are restated here (the first iteration at the target, medians over seeds, the env-step ratio and
 its 1.2 tolerance, the wall-time speedup with the range pairing one size's extremes with the other's).
 ``docs/parity.md`` quotes no figure of these runs. Used by ``tools/quoted_figures.py``.
@@ -23,7 +23,7 @@ RESULTS = Path("results/h200x2/parity")
 RECORDS = RESULTS / "records.tgz"
 RUNS_IN_ARCHIVE = "results/parity_h200/parity/"
 """The parity runs' manifests in the archive (beside the validate jobs' and the logs)."""
-OVERLAY = Path("config/parity_h200.yaml")
+OVERLAY = Path("config/studies/parity_h200x2.yaml")
 TOLERANCE = 1.2
 """``learns as well``: N ranks need at most this many times one rank's env steps (the study's default)."""
 CELLS = (
