@@ -1,7 +1,7 @@
 """Brax PPO on MuJoCo Playground's Go1JoystickFlatTerrain (MJX, impl="jax"): the anchor for rlscale's Go1 on one GPU.
 
 A standalone measurement tool, not part of rlscale (nothing there imports it); playground and brax are not project
-dependencies: tools/brax_wheels.sh collects their wheels for the offline GPU machine.
+dependencies (tools/brax/README.md says what to install).
 
 It trains as Playground's learning/train_jax_ppo.py does: Playground's tuned config
 (locomotion_params.brax_ppo_config: 8192 envs, unroll 20, ...), registry.load with impl="jax", eval env loaded
@@ -71,7 +71,7 @@ def parse_args(argv):
     add("--episode_length", type=int, help="default: the env config's (1000 steps, 20 s); training and evals")
     add("--seed", type=int, default=1)
     add("--eval_envs", type=int, default=1000, help="tracking-eval envs, split among the 5 commands")
-    add("--output", default="brax_go1_anchor.json")
+    add("--output", default="go1_anchor.json")
     add("--skip_tracking_eval", action="store_true")
     add("--no_domain_randomization", action="store_true")
     add("--throughput_only", action="store_true", help="a short run for a steady env-steps/s: no evals at all")
@@ -116,7 +116,7 @@ def check_placeholders(root: Path) -> dict:
     meshes = model.geom_type == mujoco.mjtGeom.mjGEOM_MESH
     colliding = int(np.count_nonzero((model.geom_contype | model.geom_conaffinity)[meshes]))
     if not invariant or colliding:
-        sys.exit(f"brax_go1_anchor: the placeholder meshes change the dynamics ({colliding} colliding mesh geoms)")
+        sys.exit(f"go1_anchor: the placeholder meshes change the dynamics ({colliding} colliding mesh geoms)")
     return {
         "meshes": [f"unitree_go1/assets/{n}.stl" for n in MESHES],
         "placeholder": "tetrahedron, 5 cm edges",
@@ -131,7 +131,7 @@ def install_jax_shim(jax) -> list[str]:
     """brax 0.14.2's device_put_replicated/_sharded on jax >= 0.11, for one device only."""
     devices = jax.devices()
     if len(devices) > 1:
-        print(f"brax_go1_anchor: {len(devices)} devices visible; the jax shim is one-device only "
+        print(f"go1_anchor: {len(devices)} devices visible; the jax shim is one-device only "
               "(set CUDA_VISIBLE_DEVICES to one GPU)", file=sys.stderr)  # fmt: skip
         sys.exit(2)
     import jax.numpy as jnp
@@ -312,7 +312,7 @@ def run(args, output: Path, jax, shim: list[str], cache_dir, placeholders: dict)
 
     device = jax.devices()[0]
     result = {
-        "tool": "tools/brax_go1_anchor.py",
+        "tool": "tools/brax/go1_anchor.py",
         "argv": sys.argv[1:],
         "env_name": ENV_NAME,
         "impl": "jax",
