@@ -24,11 +24,11 @@ $(STAMP): pyproject.toml $(EXAMPLE_TASK)/pyproject.toml
 lint: setup
 	$(VENV)/bin/ruff check src tests examples
 	$(VENV)/bin/ruff format --check src tests examples
-	$(VENV)/bin/ruff check scripts
-	$(VENV)/bin/ruff format --check scripts
+	$(VENV)/bin/ruff check scripts tools/checks
+	$(VENV)/bin/ruff format --check scripts tools/checks
 	$(VENV)/bin/snakefmt --check Snakefile workflow
 	$(VENV)/bin/lint-imports --no-cache
-	$(PY) tools/module_sizes.py
+	$(PY) tools/checks/module_sizes.py
 
 test: lint
 	$(PY) -m pytest -q --durations=15 -m "not stress and not robots and not study and not extras"

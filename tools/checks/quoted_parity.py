@@ -5,7 +5,7 @@ global env steps, elapsed wall time and metrics; the targets come from the overl
 (``config/studies/parity_h200x2.yaml``). Nothing is read from ``parity.csv``, the study's own table: the rules of
 ``docs/parity.md`` are restated here (the first iteration at the target, medians over seeds, the env-step ratio and
 its 1.2 tolerance, the wall-time speedup with the range pairing one size's extremes with the other's).
-``docs/parity.md`` quotes no figure of these runs. Used by ``tools/quoted_figures.py``.
+``docs/parity.md`` quotes no figure of these runs. Used by ``tools/checks/quoted_figures.py``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """docs/robots.md's figures, recomputed from results/h200/robots/ (evaluations, console logs, check_task logs and
 the runtime bundles of the 5 interleaved repeats) and results/h200/first_hour/ (the one-GPU study's Go1 training
-bundles), for tools/quoted_figures.py."""
+bundles), for tools/checks/quoted_figures.py."""
 
 from __future__ import annotations
 

@@ -5,10 +5,10 @@ written exactly as its document quotes it; ``tests/test_quoted_figures.py`` chec
 its quotes, so that a figure and its source cannot drift apart. Change a figure here, by changing the data or the
 computation, and the test names the sentence to update.
 
-The parity figures come from ``tools/quoted_parity.py``, docs/performance.md's round two from
-``tools/quoted_round_two.py``, docs/robots.md's from ``tools/quoted_robots.py``.
+The parity figures come from ``tools/checks/quoted_parity.py``, docs/performance.md's round two from
+``tools/checks/quoted_round_two.py``, docs/robots.md's from ``tools/checks/quoted_robots.py``.
 
-Usage: python tools/quoted_figures.py   (prints each document, what the figure is, and the quoted text)
+Usage: python tools/checks/quoted_figures.py   (prints each document, what the figure is, and the quoted text)
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/ is no package: its sibling modules
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/checks/ is no package: its sibling modules
 from quoted_common import LIBRARY_ROWS, PERFORMANCE, Quote, span, with_interval  # noqa: E402
 from quoted_parity import parity_quotes  # noqa: E402
 from quoted_robots import robot_quotes  # noqa: E402
 from quoted_round_two import round_two_quotes  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 H200 = Path("results/h200x2")
 CARTPOLE = "Isaac-Cartpole-Direct"
 PEER_BUNDLES = (H200 / "peer" / "bundles", H200 / "benchmark" / "training")

@@ -1,6 +1,6 @@
 """docs/performance.md's round two, recomputed from the bundles of each interleaved comparison (``plan.json`` says
 what was asked, each run's bundle what it measured), with ``benchmark compare``'s verdict rule restated by hand.
-Used by ``tools/quoted_figures.py``."""
+Used by ``tools/checks/quoted_figures.py``."""
 
 from __future__ import annotations
 

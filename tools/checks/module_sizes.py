@@ -4,7 +4,7 @@ scripts.
 A long module is usually several concerns; one that is genuinely one concern passes by saying so within its first 10
 lines, in a line holding the marker "over 400 lines because" (docs/architecture.md, "Module size").
 
-Usage: python tools/module_sizes.py [FOLDER...]   (default: src/rlscale scripts; exit 1 naming each module over)
+Usage: python tools/checks/module_sizes.py [FOLDER...]   (default: src/rlscale scripts; exit 1 naming each module over)
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ REASON_MARKER = "over 400 lines because"
 REASON_WITHIN = 10
 """How many of its first lines may hold the reason."""
 DEFAULT_FOLDERS = ("src/rlscale", "scripts")
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def has_reason(lines: list[str]) -> bool:
