@@ -1,32 +1,41 @@
-"""Profile a few iterations of ``rlscale train`` with the torch profiler: where an iteration's time goes.
+"""``rlscale profile_training``: a few iterations of ``rlscale train`` under the torch profiler, to see where an
+iteration's time goes.
 
-Usage (one rank, or each rank under torchrun with ``--distributed``):
+    rlscale profile_training --out DIR [--first 3 --count 3] -- <rlscale train arguments>
 
-    python tools/profile_training.py --out DIR [--first 3 --count 3] -- <rlscale train arguments>
-
-Writes, per rank, ``DIR/rank<r>_table.txt`` (operators by host and device time), ``DIR/rank<r>_trace.json`` (a
-Chrome trace) and ``DIR/rank<r>_summary.json``: per profiled iteration the wall time, the collection and update
-split, the host time inside ``env.step`` and the device's busy time, plus kernel launches per iteration. A GPU busy
-for a small share of the wall time with many launches per step means the loop is launch-bound on the host.
+One rank, or each rank of a job under torchrun. Writes, per rank, ``DIR/rank<r>_table.txt`` (operators by host and
+device time), ``DIR/rank<r>_trace.json`` (a Chrome trace) and ``DIR/rank<r>_summary.json``: per profiled iteration
+the wall time, the collection and update split, the host time inside ``env.step`` and the device's busy time, plus
+kernel launches per iteration. A GPU busy for a small share of the wall time with many launches per step means the
+loop is launch-bound on the host.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
+from rlscale.argparsing import OneLineParser
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--first", type=int, default=3, help="first profiled iteration (after warm-up)")
-    parser.add_argument("--count", type=int, default=3, help="profiled iterations")
-    own, train_argv = parser.parse_known_args()
-    train_argv = [arg for arg in train_argv if arg != "--"]
+
+def main(argv: Sequence[str]) -> int:
+    parser = OneLineParser(
+        prog="rlscale profile_training",
+        description="Profile iterations of `rlscale train` (its arguments after --) with the torch profiler.",
+    )
+    parser.add_argument("--out", type=Path, required=True, help="where the tables, traces and summaries go")
+    parser.add_argument("--first", type=int, default=3, help="first profiled iteration, at least 1 (default 3)")
+    parser.add_argument("--count", type=int, default=3, help="profiled iterations (default 3)")
+    argv = list(argv)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    own, train_argv = parser.parse_args(argv[:cut]), argv[cut + 1 :]
+    if own.first < 1 or own.count < 1:
+        parser.error(f"--first and --count must be at least 1 (got {own.first} and {own.count})")
+    if not train_argv:
+        parser.error("give the `rlscale train` arguments after -- (e.g. -- --task Isaac-Cartpole --device cuda)")
 
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
@@ -101,7 +110,3 @@ def main() -> int:
     (own.out / f"rank{rank}_summary.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary, indent=2))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
