@@ -2,8 +2,8 @@
 # A two-node SLURM cluster on this host, to run the study's SLURM profile and multi-node jobs for real
 # (`make slurm-up`, `make test-slurm`, docs/cluster.md). Needs root; installs Debian's SLURM 22.05 and munge if missing.
 #
-#   tools/slurm/local-cluster.sh up     # install if needed, write the config, start munged, slurmctld, 2 slurmd
-#   tools/slurm/local-cluster.sh down   # cancel every job, stop the daemons of the pid files, undo /etc entries
+#   tools/checks/slurm_local_cluster.sh up     # install if needed, write the config, start munged, slurmctld, 2 slurmd
+#   tools/checks/slurm_local_cluster.sh down   # cancel every job, stop the daemons of the pid files, undo /etc entries
 #
 # Nodes n1 and n2 are two slurmd daemons with their own port and spool, both at 127.0.0.1, each with all of this
 # host's CPUs and memory and 2 fake GPUs (links to /dev/null: GPU requests are scheduled and checked, but no GPU
@@ -66,7 +66,7 @@ write_slurm_conf() {
     mem_mb=$(free -m | awk '/^Mem:/ {print int($2 * 0.9)}')
     nodes_csv=$(IFS=,; echo "${NODES[*]}")
     cat >"$CONF" <<EOF
-# Written by tools/slurm/local-cluster.sh up.
+# Written by tools/checks/slurm_local_cluster.sh up.
 ClusterName=rlscale-local
 # slurmctld starts only on the host that SlurmctldHost names.
 SlurmctldHost=$(hostname -s)(127.0.0.1)
