@@ -24,8 +24,8 @@ $(STAMP): pyproject.toml $(EXAMPLE_TASK)/pyproject.toml
 lint: setup
 	$(VENV)/bin/ruff check src tests examples
 	$(VENV)/bin/ruff format --check src tests examples
-	$(VENV)/bin/ruff check scripts tools/checks
-	$(VENV)/bin/ruff format --check scripts tools/checks
+	$(VENV)/bin/ruff check scripts tools
+	$(VENV)/bin/ruff format --check scripts tools
 	$(VENV)/bin/snakefmt --check Snakefile workflow
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) tools/checks/module_sizes.py
