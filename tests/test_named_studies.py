@@ -2,7 +2,7 @@
 "Command" section dry-runs, and plans exactly the runs whose outputs the set holds.
 
 The GPU studies are dry-run on a faked two-GPU host (``CUDA_VISIBLE_DEVICES=0,1``, as tests/test_study_workflow.py
-does); cpu4's four CPU ranks need four cores, which a smaller host refuses at parse time, so it is dry-run the SLURM
+does), the default study of results/h200/first_hour/ on a faked one-GPU host; cpu4's four CPU ranks need four cores, which a smaller host refuses at parse time, so it is dry-run the SLURM
 way (``cluster=slurm``: a cluster's nodes are not counted here), which plans the same runs.
 """
 
@@ -33,14 +33,17 @@ def readme_command(folder: str) -> list[str]:
     return shlex.split(block.replace("\\\n", " "))
 
 
-def planned_cells(folder: str, tmp_path: Path, *test_only: str) -> set[str]:
-    """Dry-run the README's command in an empty directory; the cells it plans, as ``<study>/<path in it>``."""
+def planned_cells(folder: str, tmp_path: Path, *test_only: str, gpus: str = "0,1") -> set[str]:
+    """Dry-run the README's command in an empty directory on a host with ``gpus`` visible; the cells it plans, as
+    ``<study>/<path in it>``."""
     command = readme_command(folder)
     assert command[0] == "snakemake", command
     cut = command.index("--") if "--" in command else len(command)
     argv = [SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path), "-n", *command[1:cut]]
+    if "--configfile" not in command:  # Snakemake's default, which it looks for in the working directory
+        argv += ["--configfile", str(ROOT / "config" / "config.yaml")]
     argv += [*test_only, *command[cut:]]
-    env = {**os.environ, "RLSCALE_LEASE_DIR": str(tmp_path / "lease"), "CUDA_VISIBLE_DEVICES": "0,1"}
+    env = {**os.environ, "RLSCALE_LEASE_DIR": str(tmp_path / "lease"), "CUDA_VISIBLE_DEVICES": gpus}
     result = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert re.search(r"^plan: ", result.stdout + result.stderr, re.MULTILINE)  # The plan lines are printed.
@@ -85,6 +88,16 @@ def test_peer_study_plans_the_committed_pairs(tmp_path):
     planned = planned_cells("results/h200x2/peer_like_for_like", tmp_path)
     assert len(committed) == 30
     assert {cell for cell in planned if "/benchmark/training/" in cell} == committed
+
+
+def test_default_study_on_one_gpu_plans_what_ran_of_it(tmp_path):
+    """The default study's command on one GPU plans its 1-GPU cells: every bundle and parity record of the part
+    that ran (results/h200/first_hour/second_run/) among them."""
+    outputs = ROOT / "results/h200/first_hour/second_run/outputs"
+    committed = {f"cartpole_scaling/{path.relative_to(outputs)}" for path in outputs.rglob("seed*.json")}
+    planned = planned_cells("results/h200/first_hour", tmp_path, gpus="0")
+    assert len(committed) == 40 and committed <= planned
+    assert not any("/ws2/" in cell for cell in planned)
 
 
 def test_index_names_every_result_set_and_study():
