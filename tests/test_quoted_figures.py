@@ -53,8 +53,8 @@ def test_script_prints_every_quote():
         ([0.9, 0.95, *(1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7)], "inconclusive"),  # x(2) = 0.95
     ],
 )
-def test_round_two_verdict_restates_the_tools_rule(ratios, verdict):
+def test_speed_lever_verdict_restates_the_tools_rule(ratios, verdict):
     """The docs' verdicts are recomputed with the rule written out by hand, too-few-pairs clause included."""
-    import quoted_round_two  # beside quoted_figures, which put tools/checks/ on the path
+    import quoted_speed_levers  # beside quoted_figures, which put tools/checks/ on the path
 
-    assert quoted_round_two.verdict(ratios) == verdict
+    assert quoted_speed_levers.verdict(ratios) == verdict

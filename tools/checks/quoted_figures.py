@@ -5,8 +5,8 @@ written exactly as its document quotes it; ``tests/test_quoted_figures.py`` chec
 its quotes, so that a figure and its source cannot drift apart. Change a figure here, by changing the data or the
 computation, and the test names the sentence to update.
 
-The parity figures come from ``tools/checks/quoted_parity.py``, docs/performance.md's round two from
-``tools/checks/quoted_round_two.py``, docs/robots.md's from ``tools/checks/quoted_robots.py``.
+The parity figures come from ``tools/checks/quoted_parity.py``, docs/performance.md's speed levers from
+``tools/checks/quoted_speed_levers.py``, docs/robots.md's from ``tools/checks/quoted_robots.py``.
 
 Usage: python tools/checks/quoted_figures.py   (prints each document, what the figure is, and the quoted text)
 """
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/checks/ is no 
 from quoted_common import LIBRARY_ROWS, PERFORMANCE, Quote, span, with_interval  # noqa: E402
 from quoted_parity import parity_quotes  # noqa: E402
 from quoted_robots import robot_quotes  # noqa: E402
-from quoted_round_two import round_two_quotes  # noqa: E402
+from quoted_speed_levers import speed_lever_quotes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = Path("results/h200x2")
@@ -37,7 +37,7 @@ PEER_BUNDLES = (H200 / "peer" / "bundles", H200 / "benchmark" / "training")
 TRAINING_BUNDLES = (H200 / "benchmark" / "training", H200 / "peer" / "bundles")
 """The Cartpole training benchmarks at both world sizes, with and without a peer (same workload and machine)."""
 LIKE_FOR_LIKE_BUNDLES = H200 / "peer_like_for_like" / "bundles"
-"""rlscale beside its peer on the same graphed env step, 4096 envs, 5 interleaved repeats (issue 17)."""
+"""rlscale beside its peer on the same graphed env step, 4096 envs, 5 interleaved repeats."""
 GRAPH_GAIN_BUNDLES = H200 / "graph_gain" / "bundles"
 """``<library>/{graph,eager}/repeatN.json``: rlscale's training benchmark with and without ``--no_cuda_graph``."""
 VALIDATION_LOGS = {
@@ -322,7 +322,7 @@ def all_quotes(root: Path = ROOT) -> list[Quote]:
         *graph_gain_quotes(root),
         *like_for_like_quotes(root),
         *measured_graph_gain_quotes(root),
-        *round_two_quotes(root),
+        *speed_lever_quotes(root),
         *parity_quotes(root),
         *robot_quotes(root),
     ]

@@ -1,4 +1,4 @@
-"""docs/performance.md's round two, recomputed from the bundles of each interleaved comparison (``plan.json`` says
+"""docs/performance.md's speed levers, recomputed from the bundles of each interleaved comparison (``plan.json`` says
 what was asked, each run's bundle what it measured), with ``benchmark compare``'s verdict rule restated by hand.
 Used by ``tools/checks/quoted_figures.py``."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from quoted_common import LIBRARY_ROWS, PERFORMANCE, Quote, median_and_bounds, span, with_interval
 
-ROUND_TWO = Path("results/benchmarks/h200")
+LEVERS = Path("results/benchmarks/h200")
 LEVER_COMPARISONS = (
     ("rsl_rl", "levers_first_look/rsl_rl_levers"),
     ("rsl_rl", "round2/rsl_rl_nan_check"),
@@ -20,7 +20,7 @@ LEVER_COMPARISONS = (
     ("rsl_rl", "round2/rsl_rl_placement_1gpu"),
     ("rsl_rl", "round2/rsl_rl_levers_65536"),
 )
-"""Library and folder (under :data:`ROUND_TWO`) of each interleaved comparison in docs/performance.md's round two."""
+"""Library and folder (under :data:`LEVERS`) of each interleaved comparison in docs/performance.md's speed levers."""
 STARTUP_PHASES = ("python_imports", "task_config", "env_creation", "first_step", "first_iteration")
 
 
@@ -64,13 +64,13 @@ def comparison_rates(directory: Path) -> tuple[str, dict[str, tuple[str, list[fl
     return plan["variants"][0]["name"], variants
 
 
-def round_two_quotes(root: Path) -> list[Quote]:
-    """docs/performance.md's round two: each variant against its comparison's baseline (paired by repeat, from the
+def speed_lever_quotes(root: Path) -> list[Quote]:
+    """docs/performance.md's speed levers: each variant against its comparison's baseline (paired by repeat, from the
     bundles), the startup phases of the warm repeats, the per-process GPU memory and rsl_rl's share of its own
     ceiling."""
     quotes = []
     for library, folder in LEVER_COMPARISONS:
-        baseline, variants = comparison_rates(root / ROUND_TWO / folder)
+        baseline, variants = comparison_rates(root / LEVERS / folder)
         base_rates = variants.pop(baseline)[1]
         for name, (command, rates) in variants.items():
             ratios = [rate / base for rate, base in zip(rates, base_rates, strict=True)]
@@ -79,28 +79,28 @@ def round_two_quotes(root: Path) -> list[Quote]:
                 f"| {library} | `{command}` | {kilo_interval(base_rates)} | {kilo_interval(rates)} | "
                 f"{median:.3f} [{low:.3f}–{high:.3f}] | {verdict(ratios)} |"
             )
-            quotes.append(Quote(PERFORMANCE, f"round two, {folder}: {name}", text))
+            quotes.append(Quote(PERFORMANCE, f"speed levers, {folder}: {name}", text))
     process_memory = []
     for library, _ in LIBRARY_ROWS:
         startups = [
-            json.loads((root / ROUND_TWO / "round2" / "startup" / library / f"repeat{repeat}.json").read_text())
+            json.loads((root / LEVERS / "round2" / "startup" / library / f"repeat{repeat}.json").read_text())
             for repeat in range(1, 6)
         ]
         phases = [[bundle["runtime"]["startup_time_s"][phase] for bundle in startups] for phase in STARTUP_PHASES]
         totals = [sum(values) for values in zip(*phases, strict=True)]
         text = f"| {library} | {' | '.join(with_interval(values) for values in [*phases, totals])} |"
-        quotes.append(Quote(PERFORMANCE, f"round two, warm startup of {library}", text))
+        quotes.append(Quote(PERFORMANCE, f"speed levers, warm startup of {library}", text))
         process_memory += [bundle["resources"]["gpu_process_mem_gb"]["peak"] for bundle in startups]
     for _, folder in LEVER_COMPARISONS:
-        for path in sorted((root / ROUND_TWO / folder).glob("*/repeat*.json")):
+        for path in sorted((root / LEVERS / folder).glob("*/repeat*.json")):
             bundle = json.loads(path.read_text())
             if bundle["extra"]["num_envs_per_rank"] == 4096:
                 process_memory.append(bundle["resources"]["gpu_process_mem_gb"]["peak"])
     text = f"{span(process_memory)} GB per process at 4096 envs ({len(process_memory)} runs"
-    quotes.append(Quote(PERFORMANCE, "round two, per-process GPU memory", text))
+    quotes.append(Quote(PERFORMANCE, "speed levers, per-process GPU memory", text))
     default_runs = [
         json.loads(path.read_text())["runtime"]
-        for path in sorted((root / ROUND_TWO / "round2" / "rsl_rl_nan_check" / "nan_check").glob("repeat*.json"))
+        for path in sorted((root / LEVERS / "round2" / "rsl_rl_nan_check" / "nan_check").glob("repeat*.json"))
     ]
     ceilings = [run["steps_per_iteration"] / run["learning_time_s"]["mean"] for run in default_runs]
     shares = [run["total_fps"]["mean"] / ceiling for run, ceiling in zip(default_runs, ceilings, strict=True)]
@@ -109,5 +109,5 @@ def round_two_quotes(root: Path) -> list[Quote]:
         f"ceiling {median / 1e3:.0f} k [{low / 1e3:.0f}–{high / 1e3:.0f}] env-steps/s; rlscale reaches "
         f"{with_interval(shares)} of it"
     )
-    quotes.append(Quote(PERFORMANCE, "round two, rsl_rl against its ceiling", text))
+    quotes.append(Quote(PERFORMANCE, "speed levers, rsl_rl against its ceiling", text))
     return quotes
