@@ -21,6 +21,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 INDEX = ROOT / "results" / "README.md"
+TEMPLATE = ["Hardware", "Software versions", "Command", "What came out", "Caveats"]
+"""The sections of every result set's README, in this order."""
 CELL = re.compile(r"results/([A-Za-z0-9_.-]+)/((?:benchmark|parity)/[^\s,]+?/seed\d+\.json)")
 """A benchmark bundle or parity record among the outputs ``snakemake -n`` lists: its study and its path in it."""
 
@@ -109,3 +111,11 @@ def test_index_names_every_result_set_and_study():
             assert f"({folder}/README.md)" in index, folder
     for config in [*(ROOT / "config/studies").glob("*.yaml"), *(ROOT / "config/compare").glob("*.yaml")]:
         assert str(config.relative_to(ROOT)) in index, config.name
+
+
+def test_every_result_readme_follows_the_template():
+    """Each result set's README has the template's sections, in order, and no others."""
+    for readme in (ROOT / "results").rglob("README.md"):
+        if readme != INDEX:
+            sections = re.findall(r"^## (.+)$", readme.read_text(), re.MULTILINE)
+            assert sections == TEMPLATE, readme.relative_to(ROOT)
