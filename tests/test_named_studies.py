@@ -1,9 +1,11 @@
 """Every result set made by a named study (config/studies/) is one command away: the command in its README's
-"Command" section dry-runs, and plans exactly the runs whose outputs the set holds.
+"Command" section dry-runs, and plans exactly the runs whose outputs the set holds. Every result set's README follows
+one template, and results/README.md indexes them all.
 
 The GPU studies are dry-run on a faked two-GPU host (``CUDA_VISIBLE_DEVICES=0,1``, as tests/test_study_workflow.py
-does), the default study of results/h200/first_hour/ on a faked one-GPU host; cpu4's four CPU ranks need four cores, which a smaller host refuses at parse time, so it is dry-run the SLURM
-way (``cluster=slurm``: a cluster's nodes are not counted here), which plans the same runs.
+does), the default study of results/h200/first_hour/ on a faked one-GPU host. cpu4's four CPU ranks need four cores,
+which a smaller host refuses at parse time, so it is dry-run the SLURM way (``cluster=slurm``: a cluster's nodes are
+not counted here), which plans the same runs.
 """
 
 from __future__ import annotations
