@@ -173,7 +173,7 @@ def sentences(text: str) -> list[str]:
     text = re.sub(r"\b(e\.g|i\.e|etc|vs|cf)\.", r"\1", text)
     parts = []
     for block in re.split(r"\n\s*\n", text):
-        parts += re.split(r"(?<=[.!?])\s+(?=[A-Z(`\"*])", " ".join(block.split()))
+        parts += re.split(r"(?<=[.!?])\s+(?=[\w(`\"*])", " ".join(block.split()))
     return [part for part in parts if len(part.split()) > 1]
 
 
