@@ -171,8 +171,8 @@ def single_ratios(peers: dict[tuple[str, int, int], list[dict]]) -> list[float]:
 
 
 def readme_quotes(root: Path) -> list[Quote]:
-    """The results summary's study table (medians over seeds of each bundle's effective rate, from ``scaling.csv``) with its
-    peer ratios, and the rlscale medians of the 2-GPU peer bundles."""
+    """docs/results.md's study table (medians over seeds of each bundle's effective rate, from ``scaling.csv``) with its
+    peer ratios, and the rlscale medians of the 2-GPU peer bundles; the README shows rsl_rl's rows."""
     table = pd.read_csv(root / H200 / "scaling.csv").set_index(["rl_library", "num_envs_per_rank", "world_size"])
     peers = peer_cells(root)
     quotes, rlscale_medians = [], []
@@ -188,7 +188,6 @@ def readme_quotes(root: Path) -> list[Quote]:
                 f"{rate(two['global_fps_median'])} ({rate(two['global_fps_iqr'])}) | {two['efficiency']:.2f} | "
                 f"{ratios[0]:.2f} | {ratios[1]:.2f} |"
             )
-            # The README shows rsl_rl's rows of the table.
             documents = (RESULTS_DOC, "README.md") if library == "rsl_rl" else (RESULTS_DOC,)
             quotes += [Quote(document, f"study table, {library} at {count} envs", text) for document in documents]
             medians = [peer["rlscale_total_fps_median"] for peer in peers[(library, 2, count)]]
