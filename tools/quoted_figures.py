@@ -5,7 +5,7 @@ written exactly as its document quotes it; ``tests/test_quoted_figures.py`` chec
 its quotes, so that a figure and its source cannot drift apart. Change a figure here, by changing the data or the
 computation, and the test names the sentence to update.
 
-The parity figures come from ``tools/quoted_parity.py``, docs/performance.md's round two from
+The parity figures come from ``tools/quoted_parity.py``, docs/performance.md's lever comparisons from
 ``tools/quoted_round_two.py``, docs/robots.md's from ``tools/quoted_robots.py``.
 
 Usage: python tools/quoted_figures.py   (prints each document, what the figure is, and the quoted text)
@@ -37,7 +37,7 @@ PEER_BUNDLES = (H200 / "peer" / "bundles", H200 / "benchmark" / "training")
 TRAINING_BUNDLES = (H200 / "benchmark" / "training", H200 / "peer" / "bundles")
 """The Cartpole training benchmarks at both world sizes, with and without a peer (same workload and machine)."""
 LIKE_FOR_LIKE_BUNDLES = H200 / "peer_like_for_like" / "bundles"
-"""rlscale beside its peer on the same graphed env step, 4096 envs, 5 interleaved repeats (issue 17)."""
+"""rlscale beside its peer on the same graphed env step, 4096 envs, 5 interleaved repeats."""
 GRAPH_GAIN_BUNDLES = H200 / "graph_gain" / "bundles"
 """``<library>/{graph,eager}/repeatN.json``: rlscale's training benchmark with and without ``--no_cuda_graph``."""
 VALIDATION_LOGS = {

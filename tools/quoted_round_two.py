@@ -1,4 +1,4 @@
-"""docs/performance.md's round two, recomputed from the bundles of each interleaved comparison (``plan.json`` says
+"""docs/performance.md's lever tables, recomputed from the bundles of each interleaved comparison (``plan.json`` says
 what was asked, each run's bundle what it measured), with ``benchmark compare``'s verdict rule restated by hand.
 Used by ``tools/quoted_figures.py``."""
 
@@ -20,7 +20,7 @@ LEVER_COMPARISONS = (
     ("rsl_rl", "round2/rsl_rl_placement_1gpu"),
     ("rsl_rl", "round2/rsl_rl_levers_65536"),
 )
-"""Library and folder (under :data:`ROUND_TWO`) of each interleaved comparison in docs/performance.md's round two."""
+"""Library and folder (under :data:`ROUND_TWO`) of each interleaved comparison in docs/performance.md."""
 STARTUP_PHASES = ("python_imports", "task_config", "env_creation", "first_step", "first_iteration")
 
 
@@ -65,7 +65,7 @@ def comparison_rates(directory: Path) -> tuple[str, dict[str, tuple[str, list[fl
 
 
 def round_two_quotes(root: Path) -> list[Quote]:
-    """docs/performance.md's round two: each variant against its comparison's baseline (paired by repeat, from the
+    """docs/performance.md's lever tables: each variant against its comparison's baseline (paired by repeat, from the
     bundles), the startup phases of the warm repeats, the per-process GPU memory and rsl_rl's share of its own
     ceiling."""
     quotes = []
@@ -79,7 +79,7 @@ def round_two_quotes(root: Path) -> list[Quote]:
                 f"| {library} | `{command}` | {kilo_interval(base_rates)} | {kilo_interval(rates)} | "
                 f"{median:.3f} [{low:.3f}–{high:.3f}] | {verdict(ratios)} |"
             )
-            quotes.append(Quote(PERFORMANCE, f"round two, {folder}: {name}", text))
+            quotes.append(Quote(PERFORMANCE, f"lever comparisons, {folder}: {name}", text))
     process_memory = []
     for library, _ in LIBRARY_ROWS:
         startups = [
@@ -89,7 +89,7 @@ def round_two_quotes(root: Path) -> list[Quote]:
         phases = [[bundle["runtime"]["startup_time_s"][phase] for bundle in startups] for phase in STARTUP_PHASES]
         totals = [sum(values) for values in zip(*phases, strict=True)]
         text = f"| {library} | {' | '.join(with_interval(values) for values in [*phases, totals])} |"
-        quotes.append(Quote(PERFORMANCE, f"round two, warm startup of {library}", text))
+        quotes.append(Quote(PERFORMANCE, f"lever comparisons, warm startup of {library}", text))
         process_memory += [bundle["resources"]["gpu_process_mem_gb"]["peak"] for bundle in startups]
     for _, folder in LEVER_COMPARISONS:
         for path in sorted((root / ROUND_TWO / folder).glob("*/repeat*.json")):
@@ -97,7 +97,7 @@ def round_two_quotes(root: Path) -> list[Quote]:
             if bundle["extra"]["num_envs_per_rank"] == 4096:
                 process_memory.append(bundle["resources"]["gpu_process_mem_gb"]["peak"])
     text = f"{span(process_memory)} GB per process at 4096 envs ({len(process_memory)} runs"
-    quotes.append(Quote(PERFORMANCE, "round two, per-process GPU memory", text))
+    quotes.append(Quote(PERFORMANCE, "lever comparisons, per-process GPU memory", text))
     default_runs = [
         json.loads(path.read_text())["runtime"]
         for path in sorted((root / ROUND_TWO / "round2" / "rsl_rl_nan_check" / "nan_check").glob("repeat*.json"))
@@ -109,5 +109,5 @@ def round_two_quotes(root: Path) -> list[Quote]:
         f"ceiling {median / 1e3:.0f} k [{low / 1e3:.0f}–{high / 1e3:.0f}] env-steps/s; rlscale reaches "
         f"{with_interval(shares)} of it"
     )
-    quotes.append(Quote(PERFORMANCE, "round two, rsl_rl against its ceiling", text))
+    quotes.append(Quote(PERFORMANCE, "lever comparisons, rsl_rl against its ceiling", text))
     return quotes
