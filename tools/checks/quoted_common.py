@@ -10,8 +10,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 PERFORMANCE = "docs/performance.md"
+RESULTS_DOC = "docs/results.md"
+"""The results summary the README links to: the figures behind its short table."""
 LIBRARY_ROWS = (("rsl_rl", "rsl_rl"), ("rl_games", "rl_games"), ("skrl", "skrl (torch)"))
-"""Library, and its name in the README's table, in the order of the docs' tables."""
+"""Library, and its name in the results table, in the order of the docs' tables."""
 
 
 @dataclass(frozen=True)

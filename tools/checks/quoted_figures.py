@@ -5,7 +5,7 @@ written exactly as its document quotes it; ``tests/test_quoted_figures.py`` chec
 its quotes, so that a figure and its source cannot drift apart. Change a figure here, by changing the data or the
 computation, and the test names the sentence to update.
 
-The parity figures come from ``tools/checks/quoted_parity.py``, docs/performance.md's speed levers from
+The parity figures come from ``tools/checks/quoted_parity.py``, docs/performance.md's lever comparisons from
 ``tools/checks/quoted_speed_levers.py``, docs/robots.md's from ``tools/checks/quoted_robots.py``.
 
 Usage: python tools/checks/quoted_figures.py   (prints each document, what the figure is, and the quoted text)
@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/checks/ is no package: its sibling modules
-from quoted_common import LIBRARY_ROWS, PERFORMANCE, Quote, span, with_interval  # noqa: E402
+from quoted_common import LIBRARY_ROWS, PERFORMANCE, RESULTS_DOC, Quote, span, with_interval  # noqa: E402
 from quoted_parity import parity_quotes  # noqa: E402
 from quoted_robots import robot_quotes  # noqa: E402
 from quoted_speed_levers import speed_lever_quotes  # noqa: E402
@@ -171,8 +171,8 @@ def single_ratios(peers: dict[tuple[str, int, int], list[dict]]) -> list[float]:
 
 
 def readme_quotes(root: Path) -> list[Quote]:
-    """The README's study table (medians over seeds of each bundle's effective rate, from ``scaling.csv``) with its
-    peer ratios, and the rlscale medians of the 2-GPU peer bundles."""
+    """docs/results.md's study table (medians over seeds of each bundle's effective rate, from ``scaling.csv``) with its
+    peer ratios, and the rlscale medians of the 2-GPU peer bundles; the README shows rsl_rl's rows."""
     table = pd.read_csv(root / H200 / "scaling.csv").set_index(["rl_library", "num_envs_per_rank", "world_size"])
     peers = peer_cells(root)
     quotes, rlscale_medians = [], []
@@ -188,12 +188,13 @@ def readme_quotes(root: Path) -> list[Quote]:
                 f"{rate(two['global_fps_median'])} ({rate(two['global_fps_iqr'])}) | {two['efficiency']:.2f} | "
                 f"{ratios[0]:.2f} | {ratios[1]:.2f} |"
             )
-            quotes.append(Quote("README.md", f"study table, {library} at {count} envs", text))
+            documents = (RESULTS_DOC, "README.md") if library == "rsl_rl" else (RESULTS_DOC,)
+            quotes += [Quote(document, f"study table, {library} at {count} envs", text) for document in documents]
             medians = [peer["rlscale_total_fps_median"] for peer in peers[(library, 2, count)]]
             rlscale_medians.append(rate(statistics.median(medians)))
     text = f"{', '.join(rlscale_medians[:-1])} and {rlscale_medians[-1]} env-steps/s down the rows"
-    quotes.append(Quote("README.md", "rlscale's own medians in the 2-GPU peer bundles", text))
-    quotes.append(Quote("README.md", "single-run ratio range", f"single runs range {span(single_ratios(peers))}"))
+    quotes.append(Quote(RESULTS_DOC, "rlscale's own medians in the 2-GPU peer bundles", text))
+    quotes.append(Quote(RESULTS_DOC, "single-run ratio range", f"single runs range {span(single_ratios(peers))}"))
     return quotes
 
 
@@ -288,7 +289,7 @@ def like_for_like_quotes(root: Path) -> list[Quote]:
         f"{medians('rl_games', 1, 2)} for rl_games, {medians('rsl_rl', 2)} for rsl_rl at 2 GPUs, but "
         f"{medians('rsl_rl', 1)} for rsl_rl at 1 GPU and {medians('skrl', 1, 2)} for skrl"
     )
-    quotes += [Quote(document, "like-for-like peer medians", summary) for document in ("README.md", PERFORMANCE)]
+    quotes += [Quote(document, "like-for-like peer medians", summary) for document in (RESULTS_DOC, PERFORMANCE)]
     return quotes
 
 
@@ -308,7 +309,7 @@ def measured_graph_gain_quotes(root: Path) -> list[Quote]:
         text = f"| {library} | {with_interval(gains)} | {kfps} |"
         quotes.append(Quote(PERFORMANCE, f"measured graph gain, {library}", text))
         median_gains.append(statistics.median(gains))
-    quotes.append(Quote("README.md", "range of the measured graph gains", f"gain (×{span(median_gains)})"))
+    quotes.append(Quote(RESULTS_DOC, "range of the measured graph gains", f"gain (×{span(median_gains)})"))
     return quotes
 
 

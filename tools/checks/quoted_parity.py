@@ -1,4 +1,4 @@
-"""The parity figures the README and ``results/h200x2/parity/README.md`` quote, recomputed from the run records.
+"""The parity figures docs/results.md and ``results/h200x2/parity/README.md`` quote, recomputed from the run records.
 
 The records are every parity run's rank-0 manifest in ``results/h200x2/parity/records.tgz``, with its per-iteration
 global env steps, elapsed wall time and metrics; the targets come from the overlay the runs used
@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import yaml
-from quoted_common import Quote
+from quoted_common import RESULTS_DOC, Quote
 
 RESULTS = Path("results/h200x2/parity")
 RECORDS = RESULTS / "records.tgz"
@@ -32,7 +32,7 @@ CELLS = (
     ("Isaac-Cartpole-Direct", "skrl", "Cartpole, skrl", "skrl"),
     ("Rlscale-Ant", "rsl_rl", "Ant, rsl_rl", "Ant"),
 )
-"""Task, library, its row in the results README's table and its name in the README's sentence, in their order."""
+"""Task, library, its row in the results README's table and its name in docs/results.md's sentence, in their order."""
 PARITY_README = str(RESULTS / "README.md")
 
 
@@ -130,5 +130,5 @@ def parity_quotes(root: Path) -> list[Quote]:
     ]
     none_learns = min(step_ratios) > TOLERANCE
     readme.append(('so none "learns as well"' if none_learns else "a cell learns as well", "parity: learns as well"))
-    quotes += [Quote("README.md", what, text) for text, what in readme]
+    quotes += [Quote(RESULTS_DOC, what, text) for text, what in readme]
     return quotes

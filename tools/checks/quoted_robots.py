@@ -10,7 +10,7 @@ import statistics
 from datetime import datetime
 from pathlib import Path
 
-from quoted_common import Quote
+from quoted_common import RESULTS_DOC, Quote
 
 ROBOTS_DOC = "docs/robots.md"
 RESULTS = Path("results/h200/robots")
@@ -132,7 +132,7 @@ def training_throughput_quotes(root: Path) -> list[Quote]:
         quotes.append(Quote(ROBOTS_DOC, f"Go1 training throughput at {envs} envs", row))
         if envs == 32768:
             text = f"rsl_rl trains it at {statistics.median(rates) / 1e3:.2f} M env steps/s at 32 768 envs"
-            quotes.append(Quote("README.md", "Go1 training throughput at 32768 envs", text))
+            quotes.append(Quote(RESULTS_DOC, "Go1 training throughput at 32768 envs", text))
     return quotes
 
 
@@ -150,7 +150,7 @@ def brax_anchor_quotes(root: Path) -> list[Quote]:
     )
     quotes = [Quote(ROBOTS_DOC, "Brax PPO throughput at 8192 envs", text)]
     text = f"a steady {statistics.median(rates):.0f} k env steps/s at its 8192"
-    quotes.append(Quote("README.md", "Brax PPO throughput at 8192 envs", text))
+    quotes.append(Quote(RESULTS_DOC, "Brax PPO throughput at 8192 envs", text))
     brax = json.loads((anchor / "to_target" / "brax_to_target.json").read_text())
     errors = ", ".join(
         f"{entry['lin_vel_error']:.3f} m/s at {entry['env_steps'] / 1e6:.1f} M" for entry in brax["tracking"]
@@ -188,7 +188,7 @@ def walking_g1_time_quotes(root: Path) -> list[Quote]:
 
 def robot_quotes(root: Path) -> list[Quote]:
     quotes = evaluation_quotes(root, "Go1", "go1_learning/evaluation.json")
-    quotes.append(Quote("README.md", "Go1 evaluation", quotes[0].text))
+    quotes.append(Quote(RESULTS_DOC, "Go1 evaluation", quotes[0].text))
     quotes += evaluation_quotes(root, "G1", "g1_learning/evaluation_it275.json", rows=False)
     quotes += evaluation_quotes(root, "G1", "g1_learning/evaluation_it475.json")
     quotes += evaluation_quotes(root, "G1, walking", "g1_walks/evaluation_it175.json", rows=False)
@@ -196,7 +196,7 @@ def robot_quotes(root: Path) -> list[Quote]:
     quotes += walking_g1_time_quotes(root)
     manifest = json.loads((root / RESULTS / "go1_learning" / "manifest.json").read_text())
     wall = datetime.fromisoformat(manifest["end_time"]) - datetime.fromisoformat(manifest["start_time"])
-    for document in (ROBOTS_DOC, "README.md"):
+    for document in (ROBOTS_DOC, RESULTS_DOC):
         quotes.append(Quote(document, "Go1 run's wall time", f"{wall.total_seconds():.0f} s from start to stop"))
     for robot, log in (("Go1", "go1_learning/train.log"), ("G1", "g1_learning/train.log")):
         last, rate = training_rate(root / RESULTS / log)
@@ -218,7 +218,7 @@ def robot_quotes(root: Path) -> list[Quote]:
         quotes.append(Quote(ROBOTS_DOC, f"Go1 runtime throughput at {envs} envs", row))
         medians[envs] = statistics.median(rates) / 1e3
     text = f"{medians[4096]:.2f} M env steps/s at 4096 envs and {medians[16384]:.2f} M at 16 384"
-    quotes.append(Quote("README.md", "Go1 runtime throughput", text))
+    quotes.append(Quote(RESULTS_DOC, "Go1 runtime throughput", text))
     return [
         *quotes,
         *wide_run_quotes(root),
