@@ -14,12 +14,12 @@ from rlscale.benchmark.compare.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = ROOT / "config" / "compare"
 RESULTS = {
-    "rsl_rl_levers": "results/benchmarks/h200/levers_first_look/rsl_rl_levers",
-    "skrl_levers": "results/benchmarks/h200/levers_first_look/skrl_levers",
-    "rsl_rl_levers_65536": "results/benchmarks/h200/round2/rsl_rl_levers_65536",
-    "rl_games_levers": "results/benchmarks/h200/round2/rl_games_levers",
-    "rsl_rl_nan_check": "results/benchmarks/h200/round2/rsl_rl_nan_check",
-    "rsl_rl_placement_1gpu": "results/benchmarks/h200/round2/rsl_rl_placement_1gpu",
+    "rsl_rl_levers": "results/benchmarks/h200/levers_rsl_rl_skrl/rsl_rl_levers",
+    "skrl_levers": "results/benchmarks/h200/levers_rsl_rl_skrl/skrl_levers",
+    "rsl_rl_levers_65536": "results/benchmarks/h200/levers_placement_startup/rsl_rl_levers_65536",
+    "rl_games_levers": "results/benchmarks/h200/levers_placement_startup/rl_games_levers",
+    "rsl_rl_nan_check": "results/benchmarks/h200/levers_placement_startup/rsl_rl_nan_check",
+    "rsl_rl_placement_1gpu": "results/benchmarks/h200/levers_placement_startup/rsl_rl_placement_1gpu",
     "go1_runtime_envs": "results/h200/robots/throughput",
     "go1_training_envs": "results/h200/robots/training_throughput",
 }

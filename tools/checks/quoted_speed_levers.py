@@ -13,12 +13,12 @@ from quoted_common import LIBRARY_ROWS, PERFORMANCE, Quote, median_and_bounds, s
 
 LEVERS = Path("results/benchmarks/h200")
 LEVER_COMPARISONS = (
-    ("rsl_rl", "levers_first_look/rsl_rl_levers"),
-    ("rsl_rl", "round2/rsl_rl_nan_check"),
-    ("rl_games", "round2/rl_games_levers"),
-    ("skrl", "levers_first_look/skrl_levers"),
-    ("rsl_rl", "round2/rsl_rl_placement_1gpu"),
-    ("rsl_rl", "round2/rsl_rl_levers_65536"),
+    ("rsl_rl", "levers_rsl_rl_skrl/rsl_rl_levers"),
+    ("rsl_rl", "levers_placement_startup/rsl_rl_nan_check"),
+    ("rl_games", "levers_placement_startup/rl_games_levers"),
+    ("skrl", "levers_rsl_rl_skrl/skrl_levers"),
+    ("rsl_rl", "levers_placement_startup/rsl_rl_placement_1gpu"),
+    ("rsl_rl", "levers_placement_startup/rsl_rl_levers_65536"),
 )
 """Library and folder (under :data:`LEVERS`) of each interleaved comparison in docs/performance.md's speed levers."""
 STARTUP_PHASES = ("python_imports", "task_config", "env_creation", "first_step", "first_iteration")
@@ -83,7 +83,7 @@ def speed_lever_quotes(root: Path) -> list[Quote]:
     process_memory = []
     for library, _ in LIBRARY_ROWS:
         startups = [
-            json.loads((root / LEVERS / "round2" / "startup" / library / f"repeat{repeat}.json").read_text())
+            json.loads((root / LEVERS / "levers_placement_startup" / "startup" / library / f"repeat{repeat}.json").read_text())
             for repeat in range(1, 6)
         ]
         phases = [[bundle["runtime"]["startup_time_s"][phase] for bundle in startups] for phase in STARTUP_PHASES]
@@ -100,7 +100,7 @@ def speed_lever_quotes(root: Path) -> list[Quote]:
     quotes.append(Quote(PERFORMANCE, "speed levers, per-process GPU memory", text))
     default_runs = [
         json.loads(path.read_text())["runtime"]
-        for path in sorted((root / LEVERS / "round2" / "rsl_rl_nan_check" / "nan_check").glob("repeat*.json"))
+        for path in sorted((root / LEVERS / "levers_placement_startup" / "rsl_rl_nan_check" / "nan_check").glob("repeat*.json"))
     ]
     ceilings = [run["steps_per_iteration"] / run["learning_time_s"]["mean"] for run in default_runs]
     shares = [run["total_fps"]["mean"] / ceiling for run, ceiling in zip(default_runs, ceilings, strict=True)]
