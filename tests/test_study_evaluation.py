@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import functools
 import json
+import math
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from mjx_support import requires_mjx
 
 from rlscale.study.aggregate import SCALING_COLUMNS
 from rlscale.study.config import StudyConfigError, validated_config
@@ -202,3 +208,60 @@ def test_too_few_envs_for_the_commands_is_refused(visible):
         "config: evaluation.num_envs (from mine.yaml): 3 envs cannot cover the 5 evaluation commands of "
         "Rlscale-Go1-Flat (one env each at least); use at least 5"
     )
+
+
+TINY_ROBOT_STUDY = """\
+study: ci_robot
+device: cpu
+tasks: [Rlscale-Go1-Flat]
+libraries: [{name: rsl_rl}]
+world_sizes: [1]
+num_envs_per_rank: [8]
+seeds: [1]
+# 12 validate iterations: the untrained Go1 falls within them, so episodes end and the validation passes.
+iterations: {validate: 12, train: 2, benchmark: 3}
+checkpoint_interval: 1
+warmup_iterations: 1
+validate_num_envs: 8
+runtime_steps: {warmup: 2, measured: 10}
+# One parity run of two iterations (8 envs x 24 steps each).
+parity:
+  seeds: [1]
+  max_env_steps: {Rlscale-Go1-Flat: 384}
+  target: {Rlscale-Go1-Flat: {metric: mean_return, at_least: -1000000}}
+evaluation: {num_envs: 5, seed: 0}
+"""
+"""The smallest study of a robot: every stage once, world size 1, the same env count everywhere (one compile)."""
+
+
+@requires_mjx
+@pytest.mark.study  # make test-study: about three minutes of both cores, MJX compiling in each job's process
+def test_tiny_robot_study_evaluates_its_runs(tmp_path, jax_env):
+    """A robot study on CPU runs the evaluation stage: the train run's final checkpoint and each checkpoint of the
+    parity run are evaluated, their files read as typed records, and summary.md tables them per world size."""
+    config = tmp_path / "robot.yaml"
+    config.write_text(TINY_ROBOT_STUDY)
+    snakemake = str(Path(sys.executable).with_name("snakemake"))
+    command = [
+        *(snakemake, "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path), "--cores", "2"),
+        *("--workflow-profile", str(ROOT / "workflow" / "profiles" / "default"), "--configfile", str(config)),
+    ]
+    env = {**os.environ, "RLSCALE_LEASE_DIR": str(tmp_path / "lease"), "OMP_NUM_THREADS": "1", **jax_env}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-4000:]
+    results = tmp_path / "results" / "ci_robot"
+    cell = {"task": "Rlscale-Go1-Flat", "rl_library": "rsl_rl", "world_size": 1}
+    train = read_evaluation(results / "evaluate/train/Rlscale-Go1-Flat/rsl_rl/ws1.json", {**cell, "stage": "train"})
+    parity = read_evaluation(
+        results / "evaluate/parity/Rlscale-Go1-Flat/rsl_rl/ws1/lr-none_norm-library/seed1.json",
+        {**cell, "stage": "parity", "variant": "lr-none_norm-library", "seed": 1},
+    )
+    assert [point.iterations for point in train.checkpoints] == [2]  # the final checkpoint only
+    assert [point.iterations for point in parity.checkpoints] == [1, 2]  # each the run saved
+    assert train.final.env_steps == parity.final.env_steps == 2 * 8 * 24 and train.final.envs == 5
+    for point in (*train.checkpoints, *parity.checkpoints):
+        assert math.isfinite(point.lin_vel_error_mps) and 0 <= point.fall_rate <= 1
+    summary = (results / "summary.md").read_text()
+    assert "## Evaluation: tracking error and falls per world size" in summary
+    assert re.search(r"^\| train \| rsl_rl \| – \| 1 \| 1 \| 384 \| ", summary, re.MULTILINE)
+    assert re.search(r"^\| parity \| rsl_rl \| lr-none_norm-library \| 1 \| 1 \| 384 \| ", summary, re.MULTILINE)

@@ -12,9 +12,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-EVALUATION_STAGES = ("train", "parity")
-"""The stages whose runs are evaluated: a train run at its final checkpoint, a parity run at each of its own."""
-
 
 def evaluated_tasks(tasks: Iterable[str]) -> list[str]:
     """The tasks, in order, that define an evaluation (imports each task's config class, and so torch)."""
@@ -24,8 +21,8 @@ def evaluated_tasks(tasks: Iterable[str]) -> list[str]:
 
 
 def evaluation_path(study: str, record: str, stage: str) -> str:
-    """Where the evaluation of the run whose record is ``record`` goes: its path under ``results/<study>/<stage>/``,
-    under ``results/<study>/evaluate/<stage>/`` (a train run's ``.../ws2/manifest.json`` becomes ``.../ws2.json``)."""
+    """Where the evaluation of a run goes: its record's path, moved from ``results/<study>/<stage>/`` to
+    ``results/<study>/evaluate/<stage>/`` (a train run's ``.../ws2/manifest.json`` becomes ``.../ws2.json``)."""
     relative = Path(record).relative_to(Path("results", study, stage))
     if relative.name == "manifest.json":
         relative = relative.parent.with_suffix(".json")
