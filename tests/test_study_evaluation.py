@@ -175,6 +175,69 @@ class TestEvaluatedRuns:
             run_checkpoints({**manifest, "checkpoint": None}, every=False)
 
 
+class TestEvaluationJob:
+    @staticmethod
+    def parity_run(tmp_path: Path) -> Path:
+        """A parity run's directory with checkpoints after 1 and 3 iterations, and its record; returns the record."""
+        run_dir = tmp_path / "logs" / "run"
+        run_dir.mkdir(parents=True)
+        (run_dir / "manifest.json").write_text("{}")
+        for index in (0, 2):
+            (run_dir / f"model_{index}.pt").write_bytes(b"")
+        manifest = {
+            "checkpoint": str(run_dir / "model_2.pt"),
+            "iterations_completed": 3,
+            "args": {"rl_library": "rsl_rl", "ml_framework": "torch"},
+            "agent_cfg": {},
+            "iterations": [{"iteration": index, "env_steps": 100 * (index + 1)} for index in range(3)],
+        }
+        record = tmp_path / "seed1.json"
+        record.write_text(json.dumps(manifest))
+        return record
+
+    def test_one_process_on_one_gpu_for_every_checkpoint(self, tmp_path, monkeypatch):
+        """The job runs one `rlscale evaluate` of every checkpoint on one leased GPU, and writes each result with the
+        iterations it had finished and the global env steps then."""
+        from rlscale.study import stages
+        from rlscale.study.job_args import read_cell
+
+        leased = []
+
+        def fake_run_leased(command, **lease):
+            leased.append((command, lease))
+            pattern = command[command.index("--output") + 1]
+            for checkpoint in command[command.index("--checkpoint") + 1 : command.index("--output")]:
+                stem = Path(checkpoint).stem
+                Path(pattern.replace("{checkpoint}", stem)).write_text(json.dumps({"checkpoint": checkpoint}))
+            return 0
+
+        monkeypatch.setattr(stages, "run_leased", fake_run_leased)
+        output = tmp_path / "evaluate" / "seed1.json"
+        cell = read_cell(["--num_envs", "1000", "--seed", "0"], "cuda")
+        record = self.parity_run(tmp_path)
+        assert stages.evaluate(cell, record=record, every_checkpoint=True, granted=1, output=output) == 0
+        [(command, lease)] = leased
+        assert command[3:6] == ["evaluate", "--checkpoint", str(tmp_path / "logs/run/model_0.pt")]
+        assert command[-6:] == ["--num_envs", "1000", "--seed", "0", "--device", "cuda"]
+        assert lease == {"gpus": 1, "granted": 1, "world_size": 1, "rule": "evaluate"}
+        written = json.loads(output.read_text())
+        assert written["record"] == str(record)
+        assert [(entry["iterations"], entry["env_steps"]) for entry in written["checkpoints"]] == [(1, 100), (3, 300)]
+        assert sorted(path.name for path in output.parent.iterdir()) == ["seed1.json"]  # the per-checkpoint files gone
+
+    def test_a_failed_evaluation_writes_nothing(self, tmp_path, monkeypatch):
+        """When `rlscale evaluate` fails, the job fails with its exit code and leaves no result for Snakemake."""
+        from rlscale.study import stages
+        from rlscale.study.job_args import read_cell
+
+        monkeypatch.setattr(stages, "run_leased", lambda command, **lease: 2)
+        output = tmp_path / "evaluate" / "seed1.json"
+        cell = read_cell(["--num_envs", "5"], "cpu")
+        record = self.parity_run(tmp_path)
+        assert stages.evaluate(cell, record=record, every_checkpoint=False, granted=0, output=output) == 2
+        assert not output.exists() and list(output.parent.iterdir()) == []
+
+
 def test_plan_names_the_evaluation_only_where_a_task_has_one():
     """The plan printed at parse time lists the evaluation stage for a study of a robot, and nothing for one without."""
     study = {
