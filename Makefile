@@ -24,11 +24,11 @@ $(STAMP): pyproject.toml $(EXAMPLE_TASK)/pyproject.toml
 lint: setup
 	$(VENV)/bin/ruff check src tests examples
 	$(VENV)/bin/ruff format --check src tests examples
-	$(VENV)/bin/ruff check scripts
-	$(VENV)/bin/ruff format --check scripts
+	$(VENV)/bin/ruff check scripts tools
+	$(VENV)/bin/ruff format --check scripts tools
 	$(VENV)/bin/snakefmt --check Snakefile workflow
 	$(VENV)/bin/lint-imports --no-cache
-	$(PY) tools/module_sizes.py
+	$(PY) tools/checks/module_sizes.py
 
 test: lint
 	$(PY) -m pytest -q --durations=15 -m "not stress and not robots and not study and not extras"
@@ -65,7 +65,7 @@ study: setup
 # A two-node SLURM cluster on this host (n1, n2 at 127.0.0.1; needs root, installs Debian's SLURM and munge when
 # missing), and the tests that run the study, 2-node jobs, scancel, a time limit and GPU requests on it
 # (docs/cluster.md). test-slurm stops the cluster whatever the tests do, and exits with pytest's status.
-SLURM_CLUSTER := tools/slurm/local-cluster.sh
+SLURM_CLUSTER := tools/checks/slurm_local_cluster.sh
 slurm-up:
 	$(SLURM_CLUSTER) up
 

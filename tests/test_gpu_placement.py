@@ -1,5 +1,5 @@
 """Rlscale-Ant's device placement on real GPUs: every JAX array of the task and every tensor it returns sits on the
-task's own GPU, and stepping needs no transfer. Skipped without CUDA (CI); run on the lent H200 machines.
+task's own GPU, and stepping needs no transfer. Skipped without CUDA (CI); run on H200s.
 
 ``tests/test_ant.py::TestDevicePlacement`` checks the same on two CPU devices standing in for GPUs.
 """

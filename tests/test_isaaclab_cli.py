@@ -9,8 +9,8 @@ The older torchrun / skrl-JAX commands of the 1.0 and 2.x pages (still what down
   https://isaac-sim.github.io/IsaacLab/v2.3.2/source/features/multi_gpu.html .
 
 A comment above each case quotes the Isaac Lab line it stands for. ``verbatim`` marks a line copied from the page as
-published; the other ``3.0`` lines are the page's options (as listed in issue 16 and /work/shared/notes/isaaclab.md
-§1) written out on ``--task Isaac-Cartpole``, the page's placeholders (``<ip>``, ``<port>``) given concrete values.
+published; the other ``3.0`` lines are the options of the page's tables written out on ``--task Isaac-Cartpole``,
+the page's placeholders (``<ip>``, ``<port>``) given concrete values.
 ``uv run isaaclab`` becomes ``rlscale``; an Isaac Lab task id that rlscale has no task for is mapped to the closest
 rlscale task, and the unmapped line is checked to be refused. Every case runs the real ``rlscale`` dispatcher in
 process, with NVML replaced by a stub that finds no GPU, so that the GPU count comes from ``CUDA_VISIBLE_DEVICES``

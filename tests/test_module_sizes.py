@@ -1,11 +1,11 @@
-"""The module-size rule of ``make lint`` (tools/module_sizes.py): over 400 lines only with a reason up top."""
+"""The module-size rule of ``make lint`` (tools/checks/module_sizes.py): over 400 lines only with a reason up top."""
 
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TOOL = ROOT / "tools" / "module_sizes.py"
+TOOL = ROOT / "tools" / "checks" / "module_sizes.py"
 
 
 def check(folder: Path) -> subprocess.CompletedProcess:

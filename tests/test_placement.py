@@ -27,7 +27,7 @@ from rlscale.launch.placement import (
 )
 
 H200_PAIR = [set(range(32))] * 2
-"""The lent H200 box: both GPUs report the same 32 CPUs."""
+"""A 2×H200 host: both GPUs report the same 32 CPUs."""
 TWO_NUMA_NODES = [set(range(16)), set(range(16)), set(range(16, 32)), set(range(16, 32))]
 
 

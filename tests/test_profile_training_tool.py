@@ -1,20 +1,17 @@
-"""tools/profile_training.py runs ``rlscale train``'s phases under the torch profiler: it must keep up with the
-run API (it once imported a module that had moved and failed only on the GPU machine)."""
+"""``rlscale profile_training`` runs ``rlscale train``'s phases under the torch profiler, and keeps up with the run
+API on CPU, where CI sees it."""
 
 import json
 import os
 import subprocess
 import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_profiles_the_requested_iterations_of_a_cpu_run(tmp_path):
     out = tmp_path / "profile"
     train = ["--task", "Isaac-Cartpole-Direct", "--rl_library", "rsl_rl", "--num_envs", "16", "--max_iterations", "5"]
     result = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "profile_training.py"), "--out", str(out), "--first", "2", "--count", "2"]
+        [sys.executable, "-m", "rlscale", "profile_training", "--out", str(out), "--first", "2", "--count", "2"]
         + ["--", *train, "--device", "cpu", "--log_root", str(tmp_path / "runs")],
         capture_output=True,
         text=True,
@@ -29,3 +26,13 @@ def test_profiles_the_requested_iterations_of_a_cpu_run(tmp_path):
     for record in profiled:
         assert record["env_step_host_s"] > 0 and 0 < record["collection_s"] < record["iteration_s"]
     assert "env.step" in (out / "rank0_table.txt").read_text()
+
+
+def test_refused_in_one_line_without_train_arguments(tmp_path):
+    """No `rlscale train` arguments after --: one line, exit 2, nothing written."""
+    out = tmp_path / "profile"
+    result = subprocess.run(
+        [sys.executable, "-m", "rlscale", "profile_training", "--out", str(out)], capture_output=True, text=True
+    )
+    assert result.returncode == 2 and "after --" in result.stderr and result.stderr.count("\n") == 1
+    assert not out.exists()

@@ -1,4 +1,4 @@
-"""The docs quote what ``tools/quoted_figures.py`` recomputes from the committed results, so neither drifts.
+"""The docs quote what ``tools/checks/quoted_figures.py`` recomputes from the committed results, so neither drifts.
 
 A failure names the document and the figure: update the sentence (or, if the data changed on purpose, both).
 """
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "tools" / "quoted_figures.py"
+SCRIPT = ROOT / "tools" / "checks" / "quoted_figures.py"
 _spec = importlib.util.spec_from_file_location("quoted_figures", SCRIPT)
-quoted_figures = sys.modules["quoted_figures"] = importlib.util.module_from_spec(_spec)  # tools/ is no package
+quoted_figures = sys.modules["quoted_figures"] = importlib.util.module_from_spec(_spec)  # tools/checks/ is no package
 _spec.loader.exec_module(quoted_figures)
 QUOTES = quoted_figures.all_quotes()
 
@@ -53,8 +53,8 @@ def test_script_prints_every_quote():
         ([0.9, 0.95, *(1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7)], "inconclusive"),  # x(2) = 0.95
     ],
 )
-def test_round_two_verdict_restates_the_tools_rule(ratios, verdict):
+def test_speed_lever_verdict_restates_the_tools_rule(ratios, verdict):
     """The docs' verdicts are recomputed with the rule written out by hand, too-few-pairs clause included."""
-    import quoted_round_two  # beside quoted_figures, which put tools/ on the path
+    import quoted_speed_levers  # beside quoted_figures, which put tools/checks/ on the path
 
-    assert quoted_round_two.verdict(ratios) == verdict
+    assert quoted_speed_levers.verdict(ratios) == verdict

@@ -1,8 +1,8 @@
 """The study's SLURM side on a real scheduler: the study through the SLURM executor, 2-node jobs of the
 ``*_multinode`` rules, scancel, a time limit, train jobs resumed after a kill, and GPU requests.
 
-``make test-slurm`` starts the two-node cluster of ``tools/slurm/local-cluster.sh`` (n1 and n2, two slurmd on this
-host at 127.0.0.1, each with 2 fake GPUs), runs these tests with ``RLSCALE_SLURM_TESTS=1`` and stops the cluster.
+``make test-slurm`` starts the two-node cluster of ``tools/checks/slurm_local_cluster.sh`` (n1 and n2, two slurmd on
+this host at 127.0.0.1, each with 2 fake GPUs), runs these tests with ``RLSCALE_SLURM_TESTS=1`` and stops the cluster.
 Without that variable they are skipped (``make test``); with it, a cluster that does not answer fails them.
 
 ``device: cpu`` never makes a multi-node job (``node_split`` is one node on CPU), so the 2-node tests submit the dry-run

@@ -182,11 +182,11 @@ class TestEndToEnd:
         assert launched == shlex.split(plan)
 
     def test_parity_so_far_of_a_finished_study_is_its_parity_tables(self, tiny_study, tmp_path):
-        """tools/parity_so_far.py, given every run, writes the tables the parity_aggregate rule wrote."""
+        """rlscale parity_so_far, given every run, writes the tables the parity_aggregate rule wrote."""
         results = tiny_study / "results" / STUDY
-        command = [sys.executable, str(ROOT / "tools" / "parity_so_far.py"), str(results), str(tmp_path)]
+        command = [sys.executable, "-m", "rlscale", "parity_so_far", str(results), str(tmp_path)]
         flags = ["--config", CONFIG, CI_OVERLAY, "--device", "cpu"]
-        result = subprocess.run([*command, *flags], capture_output=True, text=True, timeout=120)
+        result = subprocess.run([*command, *flags], capture_output=True, text=True, timeout=120, cwd=ROOT)
         assert result.returncode == 0, result.stderr[-2000:]
         assert "4 of the plan's 4 parity runs" in result.stdout
         for name in ("parity.csv", "parity_runs.csv"):

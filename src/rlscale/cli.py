@@ -23,12 +23,22 @@ COMMANDS = {
     "check_task": ("rlscale.cli", "check_task", "check a task against the VecTask contract (exit 1 if it breaks it)"),
     "evaluate": ("rlscale.run.evaluate", "main", "a trained velocity-tracking policy on fixed commands"),
     "play": ("rlscale.run.play", "main", "run a checkpoint's policy; with --video, film it as a GIF or MP4"),
+    "profile_training": (
+        "rlscale.run.profile_training",
+        "main",
+        "iterations of `rlscale train` under the torch profiler: where the time goes",
+    ),
+    "peer_table": ("rlscale.study.peer_table", "main", "rlscale ÷ peer per cell of bundles made with --peer"),
+    "parity_so_far": ("rlscale.study.parity_so_far", "main", "parity tables and plots of a study's finished runs"),
 }
 ALIASES = {
     "train-multigpu": "train_multigpu",
     "list-tasks": "list_tasks",
     "nccl-probe": "nccl_probe",
     "check-task": "check_task",
+    "profile-training": "profile_training",
+    "peer-table": "peer_table",
+    "parity-so-far": "parity_so_far",
 }
 
 

@@ -65,7 +65,7 @@ def job_environment(
     the hang watchdog, size their collective timeout, notice this launcher's death, find their resolved spec and their
     CPUs (none for ranks this launcher does not place).
 
-    The caller's ``NCCL_*`` variables pass unchanged: the lent machines need NVLink multicast kept off through them.
+    The caller's ``NCCL_*`` variables pass unchanged: some hosts need NVLink multicast kept off through them.
     """
     env = dict(environ)
     if placement is None:

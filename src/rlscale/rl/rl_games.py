@@ -156,8 +156,9 @@ def _open_tracker_run(algo, tracker: TrackerRun) -> None:
 def _sync_normalizers_after_each_update(algo) -> list[RunningMomentsSync]:
     """Make ``algo.train_epoch`` (one rollout and its update) end by averaging the ranks' normalizer statistics.
 
-    rl_games 1.6.5 keeps its input and value ``RunningMeanStd`` per rank (a sync came after that release, PR #363);
-    this uses only public attributes: the modules of ``algo.model`` and their buffers.
+    rl_games 1.6.5 keeps its input and value ``RunningMeanStd`` per rank (a sync came after that release,
+    https://github.com/Denys88/rl_games/pull/363); this uses only public attributes: the modules of ``algo.model``
+    and their buffers.
     """
     syncs = moments_syncs(algo.model.modules(), RunningMeanStd, "running_mean", "running_var", "count")
     train_epoch = algo.train_epoch

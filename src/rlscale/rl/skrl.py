@@ -185,9 +185,9 @@ def _track_with_wandb(experiment: dict, tracker: TrackerRun, ml_framework: str) 
     entry as its ``wandb_kwargs``; its JAX agent's fails in skrl 2.1.1 (its config dump reads the models' torch-only
     ``_modules``), so with JAX rlscale opens it here, before the agent exists.
 
-    W&B syncs TensorBoard by replacing TensorBoard's ``EventFileWriter`` class (:func:`sync_tensorboard_scalars`); skrl 2.1.1's writer
-    imported that class by name long before, so none of its events would reach the run. Its writer looks the class up
-    when it is made instead.
+    W&B syncs TensorBoard by replacing TensorBoard's ``EventFileWriter`` class (:func:`sync_tensorboard_scalars`);
+    skrl 2.1.1's writer imported that class by name long before, so none of its events would reach the run. Its writer
+    looks the class up when it is made instead.
     """
     import skrl.utils.tensorboard as skrl_tensorboard
     from tensorboard.summary.writer import event_file_writer

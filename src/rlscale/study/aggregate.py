@@ -1,6 +1,6 @@
 """Scaling table of a study: benchmark bundles in, one row per task × library × per-rank env count × world size out.
 
-Comparison rules (Isaac Lab's, ``shared/notes/isaaclab.md`` §2.7): scaling is weak scaling, so a world size is only
+Comparison rules (Isaac Lab's benchmark rules): scaling is weak scaling, so a world size is only
 ever compared with a single rank that ran the **same per-rank env count**, task and library; only bundles with the
 same schema version and the same measurement scopes are compared. Anything else raises
 :class:`IncompatibleBundlesError` instead of producing a number.
@@ -8,7 +8,7 @@ same schema version and the same measurement scopes are compared. Anything else 
 ``efficiency = median global FPS / (world_size × median global FPS of the world-size-1 row)`` of the same task,
 library and per-rank env count, where a bundle's global FPS is ``runtime.total_fps.mean``. Every speedup, efficiency
 and peer ratio comes with a distribution-free interval (``*_low``, ``*_high``) and its exact coverage
-(``*_coverage``; :mod:`rlscale.benchmark.stats`): the lent GPUs vary by about 15 % from run to run, so one number would
+(``*_coverage``; :mod:`rlscale.benchmark.stats`): GPUs vary by about 15 % from run to run, so one number would
 overstate what a handful of seeds show. Where the seeds are too few for 95 %, the interval is their range and the
 coverage says how much less it holds.
 """

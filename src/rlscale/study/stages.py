@@ -128,7 +128,7 @@ def probe(*, split: NodeSplit, device: str, granted: int | None, output: Path, r
 
 
 def keep_for_same_job(run_root: Path, job: Mapping) -> None:
-    """Keep ``run_root`` if an earlier attempt at this same job left it, else empty it and record ``job`` there.
+    """Keep ``run_root`` if an earlier run of this same job left it, else empty it and record ``job`` there.
 
     The kept run directory is what ``--resume auto`` continues after a killed attempt. Any other job's (another
     config: iterations, envs, seed...) is cleared: its checkpoints must not be continued, and its manifest must not

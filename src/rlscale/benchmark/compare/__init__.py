@@ -1,7 +1,7 @@
 """``rlscale benchmark compare``: run named variants of a benchmark interleaved over repeats, then tabulate their
 medians and paired ratios with distribution-free intervals (:func:`rlscale.benchmark.stats.median_interval`).
 
-The lent GPUs vary by about 15 % from run to run, and a host's load drifts over minutes, so two configurations are
+GPUs vary by about 15 % from run to run, and a host's load drifts over minutes, so two configurations are
 compared only when they ran in turns: repeat ``r`` runs every variant once with seed ``base_seed + r`` (the same
 seed for all variants of a repeat: a pair), the order rotated by one each repeat so that no variant always goes
 first. A ratio is taken within a repeat (variant ÷ baseline of the same repeat), then summarised over repeats.

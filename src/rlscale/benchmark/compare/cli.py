@@ -4,6 +4,7 @@ write and print the tables (see :mod:`rlscale.benchmark.compare`).
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -14,11 +15,15 @@ from rlscale.benchmark.compare.plan import (
     PLAN_FILE,
     RECOMMENDED_REPEATS,
     RESERVED_OPTIONS,
+    Variant,
+    bundle_path,
     parse_variant,
+    planned_runs,
     reserved_in,
     write_json,
 )
 from rlscale.benchmark.compare.run import run_comparison
+from rlscale.benchmark.compare.spec import load_spec
 from rlscale.benchmark.compare.summary import summary_markdown, write_summary
 from rlscale.launch.lease import acquire_host
 
@@ -48,7 +53,28 @@ def parser() -> OneLineParser:
     parser.add_argument(
         "--summarise_only", action="store_true", help="only rebuild the tables from OUTPUT_DIR's plan and bundles"
     )
+    parser.add_argument(
+        "--spec",
+        type=Path,
+        help="a YAML file holding the variants, the common arguments and optionally the repeats and base seed "
+        "(config/compare/); --repeats and --base_seed given here win over the file's",
+    )
+    parser.add_argument(
+        "--dry_run", action="store_true", help="print every planned run's command in order; run and write nothing"
+    )
     return parser
+
+
+def print_plan(directory: Path, variants: Sequence[Variant], common: Sequence[str], repeats: int, seed: int) -> None:
+    """One line per planned run, in the order they would run: its variant, repeat and command."""
+    by_name = {variant.name: variant for variant in variants}
+    runs = planned_runs(list(by_name), repeats, seed)
+    for number, run in enumerate(runs, 1):
+        variant = by_name[run["variant"]]
+        bundle = bundle_path(directory, variant.name, run["repeat"])
+        words = [f"{key}={value}" for key, value in variant.env.items()]
+        words += ["rlscale", *variant.command(common, run["seed"], bundle)[3:]]
+        print(f"[{number}/{len(runs)}] {variant.name} repeat {run['repeat']}: {shlex.join(words)}")
 
 
 def main(argv: Sequence[str]) -> int:
@@ -59,6 +85,16 @@ def main(argv: Sequence[str]) -> int:
     own, common = argv[:cut], argv[cut + 1 :]
     command = parser()
     args = command.parse_args(own)
+    if args.spec is not None:
+        if args.variant or common:
+            command.error(f"--spec {args.spec} holds the variants and common arguments: give no --variant or -- too")
+        try:
+            spec_argv = load_spec(args.spec).argv()
+        except ValueError as error:
+            command.error(str(error))
+        cut = spec_argv.index("--")
+        args = command.parse_args([*spec_argv[:cut], *own])  # What is typed here comes last, so it wins.
+        common = spec_argv[cut + 1 :]
     directory = args.output_dir
     if args.summarise_only:
         if not (directory / PLAN_FILE).is_file():
@@ -81,6 +117,9 @@ def main(argv: Sequence[str]) -> int:
     for owner, given in (*((f"--variant {v.name}", v.args) for v in variants), ("the common arguments", common)):
         if option := reserved_in(given):
             command.error(f"{owner} sets {option}; the tool sets {', '.join(RESERVED_OPTIONS)} for every run")
+    if args.dry_run:
+        print_plan(directory, variants, common, args.repeats, args.base_seed)
+        return 0
     if (directory / PLAN_FILE).exists():
         command.error(f"{directory} already holds a comparison; pick another --output_dir or add --summarise_only")
     if args.repeats < RECOMMENDED_REPEATS:
