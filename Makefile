@@ -40,7 +40,8 @@ test-robots: setup
 	$(PY) -m pytest -q -m robots
 
 # Whole tiny studies run by Snakemake (the Cartpole scaling study with every stage, one with the example task, a killed
-# train job continued): about 3 minutes on 2 cores, kept out of `make test`'s 20; CI runs them.
+# train job continued: about 3 minutes on 2 cores; a Go1 study with the evaluation stage, MJX compiling in each of its
+# jobs: 3 to 4.5 minutes more), kept out of `make test`'s 20; CI runs them.
 test-study: setup
 	$(PY) -m pytest -q -m study
 

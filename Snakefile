@@ -1,4 +1,4 @@
-# rlscale scaling study: validate -> plan -> probe -> train / benchmark / parity -> aggregate.
+# rlscale scaling study: validate -> plan -> probe -> train / benchmark / parity -> evaluate -> aggregate.
 # Configure it in config/config.yaml; run it with `make study` (local, default profile) or with
 # `snakemake --profile config/profiles/slurm` on a cluster (docs/cluster.md).
 from snakemake.utils import min_version
@@ -24,6 +24,7 @@ include: "workflow/rules/probe.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/benchmark.smk"
 include: "workflow/rules/parity.smk"
+include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/aggregate.smk"
 
 

@@ -22,4 +22,7 @@ write_study_outputs(
     summary=job.output.summary,
     parity_csv=job.input.parity,
     plan=list(job.params.plan),
+    evaluations=list(job.input.evaluations),
+    evaluation_cells=job.params.evaluation_cells,
+    evaluation_envs=job.params.evaluation_envs,
 )

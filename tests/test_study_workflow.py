@@ -262,6 +262,7 @@ class TestDryRun:
         assert counts["benchmark_single_seed"] == str(3 + 1)  # startup (per library) + runtime
         assert counts["parity"] == str(1 * 2 * 3)  # the fallback's parity: rsl_rl x sizes x seeds
         assert "Rlscale-Ant" not in result.stdout  # The fallback leaves the MJX task out.
+        assert "evaluate" not in result.stdout  # No robot on CPU: no evaluation stage.
         reason = "device: auto chose cpu with the cpu_fallback sizes: CUDA_VISIBLE_DEVICES='' hides every GPU"
         assert reason in result.stdout + result.stderr  # The log says which device and why.
 
@@ -281,8 +282,43 @@ class TestDryRun:
         assert counts["parity"] == str((libraries + 2) * sizes * seeds)  # Cartpole x 3 libraries, Ant, Go1 x rsl_rl
         assert "parity/Rlscale-Ant/rsl_rl/ws2/lr-none_norm-library/seed3.json" in result.stdout
         assert "parity/Rlscale-Go1-Flat/rsl_rl/ws2/lr-none_norm-library/seed3.json" in result.stdout
+        # The Go1 alone defines an evaluation: its train runs (every library) and its parity runs (rsl_rl).
+        assert counts["evaluate_train"] == str(libraries * sizes) and counts["evaluate_parity"] == str(sizes * seeds)
+        assert not re.search(r"evaluate/\w+/(Isaac-Cartpole-Direct|Rlscale-Ant)/", result.stdout)
         reason = "device: auto chose cuda: 2 GPU(s) visible (CUDA_VISIBLE_DEVICES='0,1')"
         assert reason in result.stdout + result.stderr
+
+    def test_robots_study_evaluates_every_train_and_parity_run(self, tmp_path):
+        """The robots study on one GPU plans one evaluation per train run and per parity run of each robot, each on
+        one GPU, the parity runs' at every checkpoint; an overlay that adds Cartpole (with a parity target) adds its
+        train and parity runs but no evaluation of them. The plan printed at parse time names the stage."""
+        overlay = tmp_path / "cartpole.yaml"
+        overlay.write_text(
+            "tasks: [Rlscale-Go1-Flat, Rlscale-G1-Flat, Isaac-Cartpole-Direct]\n"
+            "parity:\n  max_env_steps: {Isaac-Cartpole-Direct: 8000000}\n"
+            "  target: {Isaac-Cartpole-Direct: {metric: mean_episode_length, at_least: 290}}\n"
+        )
+        robots = str(ROOT / "config" / "studies" / "robots.yaml")
+        env = job_env(tmp_path, CUDA_VISIBLE_DEVICES="0")
+        result = snakemake(
+            tmp_path, "-n", "-p", "--cores", "all", "--resources", "gpu=1", "--configfile", robots, str(overlay),
+            env=env,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr[-2000:]
+        jobs = job_blocks(result.stdout)
+        runs = {(job["rule"], job["wildcards"]) for job in jobs if job["rule"] in ("train", "parity")}
+        evaluations = {
+            (job["rule"].removeprefix("evaluate_"), job["wildcards"]): job for job in jobs if "evaluate" in job["rule"]
+        }
+        robot_runs = {run for run in runs if "task=Rlscale-" in run[1]}
+        assert len(robot_runs) == 2 + 2 * 2 and any("Isaac-Cartpole-Direct" in run[1] for run in runs)
+        assert set(evaluations) == robot_runs  # each robot run once, no Cartpole run
+        for (stage, _), job in evaluations.items():
+            assert "gpu=1" in job["resources"] and "--device cuda --granted_gpus 1 " in job["shell"]
+            assert "-- --num_envs 1000 --seed 0 " in job["shell"]
+            assert ("--every_checkpoint" in job["shell"]) == (stage == "parity")
+        plan = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("plan evaluation")]
+        assert len(plan) == 1 and "Rlscale-Go1-Flat, Rlscale-G1-Flat:" in plan[0] and "Cartpole" not in plan[0]
 
     def test_gpu_commands_carry_world_size_and_grant(self, tmp_path):
         """On a 4-GPU host every GPU rule asks for gpu = world size, and Snakemake grants it."""

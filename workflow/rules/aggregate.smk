@@ -1,5 +1,5 @@
 # Stage 6: read every bundle, refuse incompatible ones, and write the scaling table, plots and summary (which shows
-# the parity stage's table and plots too).
+# the parity stage's table and plots, and the evaluation stage's tables, too).
 
 
 rule aggregate:
@@ -12,6 +12,7 @@ rule aggregate:
             rules.parity_aggregate.output.env_steps,
             rules.parity_aggregate.output.wall_time,
         ],
+        evaluations=[cell["path"] for cell in EVALUATION_CELLS],
     output:
         csv=report(
             "results/{study}/scaling.csv",
@@ -47,5 +48,7 @@ rule aggregate:
         plan=plan_lines(STUDY),
         training_cells=[cell for _, cell in training_cells()],
         train_cells=[cell for _, cell in train_cells()],
+        evaluation_cells=EVALUATION_CELLS,
+        evaluation_envs=STUDY["evaluation"]["num_envs"],
     script:
         "../../scripts/aggregate.py"

@@ -172,6 +172,23 @@ def check_config(config: Mapping) -> None:
                 "config/profiles/slurm (docs/cluster.md), or drop it"
             )
     check_parity(config, keys)
+    _check_evaluation(config)
+
+
+def _check_evaluation(config: Mapping) -> None:
+    """Refuse an ``evaluation.num_envs`` below the evaluated tasks' commands: ``rlscale evaluate`` needs an env per
+    command."""
+    tasks = config.get("evaluated_tasks") or []
+    if not tasks:
+        return
+    from rlscale.tasks.locomotion.cfg import EVALUATION_COMMANDS
+
+    envs, commands = config["evaluation"]["num_envs"], len(EVALUATION_COMMANDS)
+    if envs < commands:
+        raise ValueError(
+            f"{written_as(config, 'evaluation.num_envs')}: {envs} envs cannot cover the {commands} evaluation commands "
+            f"of {', '.join(tasks)} (one env each at least); use at least {commands}"
+        )
 
 
 def _check_logger(config: Mapping) -> None:

@@ -16,6 +16,7 @@ from rlscale.launch.gpus import GpuCounter, nvidia_hardware_present, nvml_device
 from rlscale.launch.lease import LeaseError, check_lease_environment
 from rlscale.launch.ranks import GpuEvidence
 from rlscale.study.checks import DEFAULT_BASE, PARITY_TASK_KEYS, check_config, check_task_ids, user_wrote
+from rlscale.study.evaluation import evaluated_tasks
 from rlscale.study.schema import StudyConfigError, validate_schema
 
 DEVICES = ("auto", "cuda", "cpu")
@@ -197,8 +198,8 @@ def validated_config(
     """Validate the study config at parse time and return the effective one the rules read.
 
     Schema (defaults filled into ``config``), then :func:`check_task_ids`, :func:`effective_config` (``explicit``:
-    what the user wrote, and where; ``base``: where the rest comes from), :func:`fit_cpu_ranks` and
-    :func:`check_config`.
+    what the user wrote, and where; ``base``: where the rest comes from), the tasks the evaluation stage measures
+    (``evaluated_tasks``: those that define an evaluation), :func:`fit_cpu_ranks` and :func:`check_config`.
 
     Raises:
         StudyConfigError: one line, ``config: <key> (from <source>): <problem>; <fix>``, for the first problem found.
@@ -212,6 +213,7 @@ def validated_config(
         check_lease_environment(os.environ if environ is None else environ)
         check_task_ids(config, written_in)
         study = effective_config(config, environ, nvml_count, hardware_probe, explicit, base)
+        study["evaluated_tasks"] = evaluated_tasks(study["tasks"])
         fit_cpu_ranks(study, cpu_count())
         check_config(study)
     except (ValueError, LeaseError) as error:

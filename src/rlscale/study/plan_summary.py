@@ -29,6 +29,15 @@ def plan_lines(study: Mapping) -> list[str]:
     if targets:
         steps = ", ".join(f"{task} {budgets.get(task, 0):,}" for task in targets)
         lines.append(f"plan parity: at most these global env steps per run: {steps}")
+    evaluated = study.get("evaluated_tasks") or []
+    if evaluated:
+        evaluation = study["evaluation"]
+        lines.append(
+            f"plan evaluation (rlscale evaluate, one process per run): {', '.join(evaluated)}: the final checkpoint "
+            f"of each of their {len(evaluated) * len(libraries) * len(sizes)} train run(s) and every checkpoint of "
+            f"their parity runs{' (none)' if not set(evaluated) & set(targets) else ''}, {evaluation['num_envs']} envs "
+            f"and seed {evaluation['seed']} each"
+        )
     return [*lines, *source_lines(study)]
 
 

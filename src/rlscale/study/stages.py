@@ -1,5 +1,5 @@
 """The study's stages, one function per Snakemake rule that starts ``rlscale``: validate, plan, probe, train,
-parity and benchmark.
+parity, benchmark and evaluate.
 
 The ``scripts/`` launchers parse their options and read the cell (:mod:`.job_args`), then call these with them; the
 stages build the ``rlscale`` commands from the cell's values; :mod:`.job_runner` places the ranks.
@@ -13,10 +13,12 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from rlscale.launch.ranks import NodeSplit
+from rlscale.study.evaluation import env_steps_at, run_checkpoints
 from rlscale.study.job_args import JobCell
 from rlscale.study.job_runner import GRANT_EXIT_CODE, launch, rlscale_command, run_leased, run_multinode
 from rlscale.study.verdict import parity_metric, validation_verdict
@@ -227,4 +229,42 @@ def benchmark(workflow: str, cell: JobCell, *, split: NodeSplit, granted: int | 
         )
         if code != 0:
             return code
+    return 0
+
+
+def evaluate(cell: JobCell, *, record: Path, every_checkpoint: bool, granted: int, output: Path) -> int:
+    """Run ``rlscale evaluate`` on the checkpoints of the run whose manifest is ``record`` (its final one, or with
+    ``every_checkpoint`` each it saved), in one process on one leased GPU (or CPU core), and write their results to
+    ``output``, each with the iterations it had finished and the global env steps then.
+
+    The cell's arguments are ``rlscale evaluate``'s own (``--num_envs``, ``--seed``); ``output`` is written only when
+    every checkpoint was evaluated.
+    """
+    manifest = json.loads(Path(record).read_text())
+    try:
+        checkpoints = run_checkpoints(manifest, every_checkpoint)
+    except ValueError as error:
+        print(f"[study] ERROR: {record}: {error}", file=sys.stderr)
+        return 1
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=Path(output).parent) as folder:
+        command = rlscale_command(
+            "evaluate",
+            *("--checkpoint", *(str(path) for _, path in checkpoints)),
+            *("--output", str(Path(folder, "{checkpoint}.json"))),
+            *cell.argv(),
+        )
+        gpus = NodeSplit(1).gpus_per_node(cell.device)
+        code = run_leased(command, gpus=gpus, granted=granted, world_size=1, rule="evaluate")
+        if code != 0:
+            return code
+        results = [
+            {
+                **json.loads(Path(folder, f"{path.stem}.json").read_text()),
+                "iterations": iterations,
+                "env_steps": env_steps_at(manifest, iterations),
+            }
+            for iterations, path in checkpoints
+        ]
+    Path(output).write_text(json.dumps({"record": str(record), "checkpoints": results}, indent=2) + "\n")
     return 0

@@ -13,6 +13,7 @@ import pandas as pd
 from rlscale.benchmark.stats import CONFIDENCE
 from rlscale.benchmark.workflow import PHASES as STARTUP_PHASES
 from rlscale.study.aggregate import bundle_record, library_label, load_bundles, read_bundle, scaling_table
+from rlscale.study.evaluation_table import RunEvaluation, evaluation_table, read_evaluation
 from rlscale.study.parity_table import NOT_REACHED, curve_frame, parity_table, run_table
 from rlscale.study.plots import plot_learning_curves, plot_parity, plot_scaling
 from rlscale.study.train_runs import train_curves, train_table
@@ -174,6 +175,26 @@ def parity_markdown(parity: pd.DataFrame, figures: Sequence[str]) -> list[str]:
     return [*lines, *[f"![{Path(figure).stem}]({Path(figure).name})" for figure in figures], ""]
 
 
+def evaluation_markdown(runs: Sequence[RunEvaluation], num_envs: int) -> list[str]:
+    """The evaluation section of ``summary.md``: how the runs were measured, then one table per task of
+    :func:`~rlscale.study.evaluation_table.evaluation_table` (no lines when the study evaluated no run)."""
+    if not runs:
+        return []
+    lines = [
+        "## Evaluation: tracking error and falls per world size",
+        "",
+        f"`rlscale evaluate` on fixed velocity commands, deterministically: {num_envs} envs per checkpoint, split",
+        "among the task's evaluation commands, one episode each, without observation noise or pushes. Tracking error",
+        "is the episode's mean |commanded − actual| linear velocity (x and y, base frame), the fall rate the share of",
+        "episodes that ended in a fall. Train runs: the final checkpoint. Parity runs: each seed's final checkpoint,",
+        "median over the seeds (runs); every checkpoint's result is in `evaluate/`.",
+        "",
+    ]
+    for task, rows in evaluation_table(runs).groupby("task", sort=False):
+        lines += [f"### {task}", "", markdown_table(rows.drop(columns=["task"])), ""]
+    return lines
+
+
 def summary_markdown(
     study: str,
     device: str,
@@ -184,10 +205,12 @@ def summary_markdown(
     figures: Sequence[str],
     parity: Sequence[str] = (),
     plan: Sequence[str] = (),
+    evaluation: Sequence[str] = (),
 ) -> str:
     """Return ``summary.md``: the device and why, the plan as parsed (``plan``: its lines, each value with its source),
     the scaling table, how to read it, the train runs, the parity
-    section's lines (:func:`parity_markdown`) and the startup/runtime bundles."""
+    section's lines (:func:`parity_markdown`), the evaluation section's (:func:`evaluation_markdown`) and the
+    startup/runtime bundles."""
     shown = table.copy()
     labels = [library_label(*pair) for pair in zip(shown["rl_library"], shown["ml_framework"], strict=True)]
     shown.insert(1, "library", labels)
@@ -244,7 +267,7 @@ def summary_markdown(
             markdown_table(trains),
             "",
         ]
-    lines += list(parity)
+    lines += [*parity, *evaluation]
     if len(others):
         lines += [
             "## Startup and runtime benchmarks (largest world size)",
@@ -274,6 +297,9 @@ def write_study_outputs(
     summary: Path,
     parity_csv: Path | None = None,
     plan: Sequence[str] = (),
+    evaluations: Sequence[str] = (),
+    evaluation_cells: Sequence[Mapping] = (),
+    evaluation_envs: int = 0,
 ) -> pd.DataFrame:
     """Aggregate a study's bundles and write the CSV, the three plots and the summary.
 
@@ -294,6 +320,9 @@ def write_study_outputs(
         plan: The plan's lines as the workflow printed them when parsed (:func:`rlscale.study.plan_summary.plan_lines`).
         parity_csv: The parity stage's table (:func:`write_parity_outputs`), its plots beside it; None leaves the
             parity section out.
+        evaluations: The evaluation stage's files, one per evaluated run; none leaves its section out.
+        evaluation_cells: Per evaluation file, the run it evaluated (:func:`rlscale.study.evaluation.evaluation_cells`).
+        evaluation_envs: Envs of each evaluation (``evaluation.num_envs``).
 
     Returns:
         The scaling table.
@@ -313,7 +342,9 @@ def write_study_outputs(
         plots = [Path(parity_csv).with_name(f"parity_{name}.png") for name in ("env_steps", "wall_time")]
         parity = parity_markdown(pd.read_csv(parity_csv), [str(plot) for plot in plots])
     trains = train_table(manifests, train_cells)
-    text = summary_markdown(study, device, device_reason, table, trains, others, figures, parity, plan)
+    runs = [read_evaluation(path, cell) for path, cell in zip(evaluations, evaluation_cells, strict=True)]
+    evaluation = evaluation_markdown(runs, evaluation_envs)
+    text = summary_markdown(study, device, device_reason, table, trains, others, figures, parity, plan, evaluation)
     Path(summary).write_text(text)
     return table
 
