@@ -12,6 +12,7 @@ from pathlib import Path
 from quoted_common import LIBRARY_ROWS, PERFORMANCE, Quote, median_and_bounds, span, with_interval
 
 LEVERS = Path("results/benchmarks/h200")
+PLACEMENT_STARTUP = LEVERS / "levers_placement_startup"
 LEVER_COMPARISONS = (
     ("rsl_rl", "levers_rsl_rl_skrl/rsl_rl_levers"),
     ("rsl_rl", "levers_placement_startup/rsl_rl_nan_check"),
@@ -83,7 +84,7 @@ def speed_lever_quotes(root: Path) -> list[Quote]:
     process_memory = []
     for library, _ in LIBRARY_ROWS:
         startups = [
-            json.loads((root / LEVERS / "levers_placement_startup" / "startup" / library / f"repeat{repeat}.json").read_text())
+            json.loads((root / PLACEMENT_STARTUP / "startup" / library / f"repeat{repeat}.json").read_text())
             for repeat in range(1, 6)
         ]
         phases = [[bundle["runtime"]["startup_time_s"][phase] for bundle in startups] for phase in STARTUP_PHASES]
@@ -100,7 +101,7 @@ def speed_lever_quotes(root: Path) -> list[Quote]:
     quotes.append(Quote(PERFORMANCE, "speed levers, per-process GPU memory", text))
     default_runs = [
         json.loads(path.read_text())["runtime"]
-        for path in sorted((root / LEVERS / "levers_placement_startup" / "rsl_rl_nan_check" / "nan_check").glob("repeat*.json"))
+        for path in sorted((root / PLACEMENT_STARTUP / "rsl_rl_nan_check" / "nan_check").glob("repeat*.json"))
     ]
     ceilings = [run["steps_per_iteration"] / run["learning_time_s"]["mean"] for run in default_runs]
     shares = [run["total_fps"]["mean"] / ceiling for run, ceiling in zip(default_runs, ceilings, strict=True)]
