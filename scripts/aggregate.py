@@ -25,4 +25,6 @@ write_study_outputs(
     evaluations=list(job.input.evaluations),
     evaluation_cells=job.params.evaluation_cells,
     evaluation_envs=job.params.evaluation_envs,
+    job_times=job.params.job_times,
+    job_timing_csv=job.output.job_timing,
 )

@@ -3,7 +3,7 @@
 one template, and results/README.md indexes them all.
 
 The GPU studies are dry-run on a faked two-GPU host (``CUDA_VISIBLE_DEVICES=0,1``, as tests/test_study_workflow.py
-does), the default study of results/h200/first_hour/ on a faked one-GPU host. cpu4's four CPU ranks need four cores,
+does), the full matrix of results/h200/first_hour/ on a faked one-GPU host. cpu4's four CPU ranks need four cores,
 which a smaller host refuses at parse time, so it is dry-run the SLURM way (``cluster=slurm``: a cluster's nodes are
 not counted here), which plans the same runs.
 """
@@ -94,11 +94,11 @@ def test_peer_study_plans_the_committed_pairs(tmp_path):
     assert {cell for cell in planned if "/benchmark/training/" in cell} == committed
 
 
-def test_default_study_on_one_gpu_plans_what_ran_of_it(tmp_path):
-    """The default study's command on one GPU plans its 1-GPU cells: every bundle and parity record of the part
-    that ran (results/h200/first_hour/second_run/) among them."""
+def test_full_matrix_on_one_gpu_plans_what_ran_of_it(tmp_path):
+    """The full-matrix study on one GPU plans its 1-GPU cells: every bundle and parity record of the part that ran
+    (results/h200/first_hour/second_run/, made under the default study's name of the time) among them."""
     outputs = ROOT / "results/h200/first_hour/second_run/outputs"
-    committed = {f"cartpole_scaling/{path.relative_to(outputs)}" for path in outputs.rglob("seed*.json")}
+    committed = {f"full_matrix/{path.relative_to(outputs)}" for path in outputs.rglob("seed*.json")}
     planned = planned_cells("results/h200/first_hour", tmp_path, gpus="0")
     assert len(committed) == 40 and committed <= planned
     assert not any("/ws2/" in cell for cell in planned)

@@ -1,5 +1,6 @@
-"""Tests of the host-wide GPU lease: concurrent jobs never share an id, and SIGKILL frees them; and of the host lease: a
-job measuring speed never runs beside another job."""
+"""Tests of the host-wide GPU lease: concurrent jobs that time their runs never share an id, jobs that time nothing
+share one, and SIGKILL frees them; of the host lease: a job measuring speed never runs beside another job; and of the
+job time records every leased job appends."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from rlscale.launch.lease import LeaseError, acquire, acquire_host, gpu_pool
+from rlscale.study.job_times import JOB_TIMES_ENV, read_job_times, timing_markdown
 
 POOL = "0,1,2,3"
 
@@ -34,12 +36,12 @@ JOB = """
 import sys
 from rlscale.study.job_runner import run_leased
 name, gpus, out_dir, hold_s = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-rule = sys.argv[5] if len(sys.argv) > 5 else "train"
+rule = sys.argv[5] if len(sys.argv) > 5 else "parity"
 command = [sys.executable, "-c", {recorder!r}, name, out_dir, hold_s]
 sys.exit(run_leased(command, gpus=gpus, granted=gpus, world_size=max(gpus, 1), rule=rule))
 """
-"""One study job of a rule (default ``train``), as scripts/ runs it: lease through ``run_leased``, then run the
-recorder."""
+"""One study job of a rule (default ``parity``, which holds its GPUs alone), as scripts/ runs it: lease through
+``run_leased``, then run the recorder."""
 
 
 @pytest.fixture
@@ -145,6 +147,55 @@ def finish(proc: subprocess.Popen, out: Path, name: str) -> tuple[dict, str]:
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
     return json.loads((out / f"{name}.json").read_text()), stderr
+
+
+class TestGpuSharing:
+    def test_jobs_that_time_nothing_share_the_one_gpu(self, tmp_path, lease_env):
+        """On a one-GPU host a validate, a train and an evaluate job run together on GPU 0."""
+        env = {**lease_env, "RLSCALE_LEASE_GPUS": "0"}
+        out = tmp_path / "records"
+        out.mkdir()
+        procs = {rule: start_job(rule, rule, out, env, hold_s=1.5) for rule in ("validate", "train", "evaluate")}
+        records = {rule: finish(proc, out, rule)[0] for rule, proc in procs.items()}
+        assert all(record["ids"] == ["0"] for record in records.values())
+        assert any(overlaps(a, b) for a, b in itertools.combinations(records.values(), 2)), "no two ran together"
+
+    @pytest.mark.parametrize("timed", ["parity", "probe"])
+    def test_timed_job_holds_its_gpu_alone(self, tmp_path, lease_env, timed):
+        """A job that times its run never shares its GPU with a job that times nothing, in either order."""
+        env = {**lease_env, "RLSCALE_LEASE_GPUS": "0"}
+        out = tmp_path / "records"
+        out.mkdir()
+        first = start_job("train", "train", out, env, hold_s=1.0)
+        time.sleep(0.5)
+        second = start_job(timed, timed, out, env, hold_s=1.0)
+        time.sleep(0.5)
+        third = start_job("evaluate", "evaluate", out, env, hold_s=0.5)
+        records = [
+            finish(proc, out, name)[0] for proc, name in ((first, "train"), (second, timed), (third, "evaluate"))
+        ]
+        for shared in (records[0], records[2]):
+            assert not overlaps(records[1], shared), f"{timed} ran beside a job sharing its GPU"
+
+    def test_every_leased_job_is_recorded(self, tmp_path, lease_env):
+        """With RLSCALE_JOB_TIMES set, each job appends its rule, cell, lease and waits; a parity job that waited
+        for a train job's shared GPU says so, and the summary's timing section tables both rules."""
+        times = tmp_path / "job_times.jsonl"
+        env = {**lease_env, "RLSCALE_LEASE_GPUS": "0", JOB_TIMES_ENV: str(times)}
+        out = tmp_path / "records"
+        out.mkdir()
+        train = start_job("train", "train", out, env, hold_s=1.0)
+        time.sleep(0.5)
+        parity = start_job("parity", "parity", out, env, hold_s=0.2)
+        finish(train, out, "train"), finish(parity, out, "parity")
+        table = read_job_times(times)
+        assert list(table["rule"]) == ["train", "parity"]
+        assert list(table["gpu_lease"]) == ["shared", "alone"]
+        assert list(table["gpus"]) == ["0", "0"]
+        assert list(table["exit_code"]) == [0, 0]
+        assert table.loc[1, "gpu_wait_s"] > 0 and table.loc[0, "started_s"] == 0
+        section = "\n".join(timing_markdown(table))
+        assert "| train | 1 |" in section and "| parity | 1 |" in section
 
 
 class TestHostLease:

@@ -109,15 +109,11 @@ def test_plan_lines_name_cells_runs_and_budgets():
     study = validated(default_config(), "0,1")
     lines = plan_lines(study)
     assert lines[0] == (
-        "plan: cartpole_scaling on cuda, world sizes [1, 2]: 3 task(s) x 3 libraries x 2 world size(s), "
-        "6 task/env-count "
-        "pair(s): 36 training cell(s), 108 benchmark run(s) (3 seed(s)), 18 train run(s)"
+        "plan: scaling on cuda, world sizes [1, 2]: 1 task(s) x 3 libraries x 2 world size(s), 1 task/env-count "
+        "pair(s): 6 training cell(s), 18 benchmark run(s) (3 seed(s)), 6 train run(s)"
     )
     assert lines[1].startswith("plan budgets per run: validate 20 iterations at 256 envs; train 50 iterations")
-    assert (
-        lines[2] == "plan parity: at most these global env steps per run: Isaac-Cartpole-Direct 8,000,000, "
-        "Rlscale-Ant 20,000,000, Rlscale-Go1-Flat 80,000,000"
-    )
+    assert lines[2] == "plan parity: at most these global env steps per run: Rlscale-Go1-Flat 60,000,000"
 
 
 class TestWhatTheUserWroteWins:
@@ -134,7 +130,7 @@ class TestWhatTheUserWroteWins:
 
     def test_cpu_fallback_fills_only_what_the_user_left_out(self):
         config = {**default_config(), **self.MINE, "iterations": {**default_config()["iterations"], "train": 3}}
-        config["parity"]["target"]["Isaac-Cartpole-Direct"]["at_least"] = 250
+        config["parity"]["target"]["Isaac-Cartpole-Direct"] = {"metric": "mean_episode_length", "at_least": 250}
         study = validated(config, "", self.WRITTEN)
         assert (study["device"], study["world_sizes"], study["num_envs_per_rank"], study["seeds"]) == (
             "cpu",
@@ -144,7 +140,7 @@ class TestWhatTheUserWroteWins:
         )
         # iterations.train is the user's; validate and benchmark are the fallback's.
         assert study["iterations"] == {"validate": 5, "train": 3, "benchmark": 8}
-        # Per-task entries: the user's target stays, the fallback's budget fills in; the project's Ant and Go1 entries
+        # Per-task entries: the user's target stays, the fallback's budget fills in; the project's Go1 entries
         # (config/config.yaml) are not carried to CPU ranks.
         target = {"metric": "mean_episode_length", "at_least": 250}
         assert study["parity"]["target"] == {"Isaac-Cartpole-Direct": target}
@@ -318,7 +314,7 @@ MISTAKES = [
      "config: iterations.train (from mine.yaml): -5 is less than the minimum of 1; use a value >= 1"),
     ("envs-of-a-task-not-studied", "num_envs_per_task: {Isaac-Cartpole: [64]}\n", "0,1",
      "config: num_envs_per_task.Isaac-Cartpole (from mine.yaml): Isaac-Cartpole is not in tasks "
-     "(Isaac-Cartpole-Direct, Rlscale-Ant, Rlscale-Go1-Flat); add it to tasks or remove its entry (an overlay file "
+     "(Rlscale-Go1-Flat); add it to tasks or remove its entry (an overlay file "
      "clears every entry with `num_envs_per_task: null`)."),
     ("parity-target-not-studied",
      "tasks: [Isaac-Cartpole-Direct]\nnum_envs_per_task: null\nparity:\n  max_env_steps: {Isaac-Cartpole: 1000000}\n"

@@ -39,6 +39,11 @@ rule aggregate:
             caption="../report/summary.rst",
             category="Summary",
         ),
+        job_timing=report(
+            "results/{study}/job_timing.csv",
+            caption="../report/job_timing.rst",
+            category="Summary",
+        ),
     log:
         "logs/{study}/aggregate.log",
     localrule: True
@@ -50,5 +55,6 @@ rule aggregate:
         train_cells=[cell for _, cell in train_cells()],
         evaluation_cells=EVALUATION_CELLS,
         evaluation_envs=STUDY["evaluation"]["num_envs"],
+        job_times=os.environ[JOB_TIMES_ENV],
     script:
         "../../scripts/aggregate.py"

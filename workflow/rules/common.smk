@@ -6,6 +6,7 @@ import os
 import re
 import shlex
 import sys
+from datetime import datetime
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -20,12 +21,14 @@ from rlscale.study.config_source import (
     study_config,
 )
 from rlscale.study.job_args import tracker_args
+from rlscale.study.job_times import JOB_TIMES_ENV, STUDY_CALL_ENV
 from rlscale.study.plan_summary import plan_lines
 from rlscale.study.profiles import (
     check_resources,
     profile_config_dropped,
     read_command_line,
 )
+from rlscale.study.time_left import report_time_left
 from rlscale.study.verdict import PARITY_METRICS_ENV
 
 # Schema (defaults filled in, as snakemake.utils.validate does), task ids, then device: auto resolved (cpu_fallback
@@ -84,6 +87,8 @@ DEVICE = STUDY["device"]
 logger.info(STUDY["device_reason"])
 for line in plan_lines(STUDY):
     logger.info(line)
+# Under each progress line, an estimate of the time left (rlscale.study.time_left).
+report_time_left(logger)
 # Each validate job refuses a parity metric its task does not log (rlscale.study.verdict), told through the
 # environment its jobs inherit.
 os.environ[PARITY_METRICS_ENV] = json.dumps(
@@ -99,6 +104,10 @@ os.environ.setdefault(
     "JAX_COMPILATION_CACHE_DIR",
     str(Path("logs", STUDY["study"], "jax_cache").resolve()),
 )
+# Every leased job command appends its waits and run time here (rlscale.study.job_times); the aggregate rule tables
+# them, each Snakemake call apart (a study continued by a later call keeps both).
+os.environ[JOB_TIMES_ENV] = str(Path("logs", STUDY["study"], "job_times.jsonl").resolve())
+os.environ[STUDY_CALL_ENV] = datetime.now().astimezone().isoformat(timespec="seconds")
 LIBRARIES = {entry["name"]: entry for entry in STUDY["libraries"]}
 ENV_ONLY = "env-only"  # The library segment of runtime bundles: the runtime benchmark steps the env without one.
 WORLD_SIZES = sorted(STUDY["world_sizes"])

@@ -12,6 +12,9 @@ files are opened read-only (``flock`` needs no write access) and the directory i
 ``/tmp``. The pool is ``$RLSCALE_LEASE_GPUS`` (a comma-separated list of fake ids, for tests), else the entries of
 ``CUDA_VISIBLE_DEVICES``, else NVML's device indices.
 
+A GPU id is leased alone (an exclusive lock: a job that times its run) or shared (a shared lock: jobs that time
+nothing, which may run together on one GPU while no job holds it alone).
+
 The host lease (:func:`acquire_host`) is a reader-writer lock on one file: every job that computes shares it, and a
 job that measures speed holds it alone. A job takes it **before** its GPUs, everywhere, so no two jobs can
 each hold one while waiting for the other. Shared holders pass a gate first that an exclusive waiter closes, so a
@@ -104,11 +107,11 @@ def _lease_dir(environ: Mapping[str, str]) -> Path:
     return path
 
 
-def _try_lock(path: Path) -> int | None:
-    """Return an fd holding an exclusive flock on ``path``, or ``None`` if another process holds it."""
+def _try_lock(path: Path, shared: bool = False) -> int | None:
+    """Return an fd holding a shared or exclusive flock on ``path``, or ``None`` if another process's lock stops it."""
     fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
         return None
@@ -140,6 +143,10 @@ class Lease(HeldLocks):
 
     gpu_ids: tuple[str, ...]
     """Leased GPU ids, in pool order; empty for CPU ranks."""
+    shared: bool = False
+    """Whether other jobs that time nothing may hold the same ids meanwhile."""
+    waited_s: float = 0.0
+    """How long the job waited for the ids."""
     fds: list[int] = field(default_factory=list, repr=False)
     """Open lock files; each lock lasts while any process holds its fd."""
 
@@ -151,13 +158,13 @@ class Lease(HeldLocks):
         return env
 
 
-def _grab(directory: Path, prefix: str, names: list[str], count: int) -> list[tuple[str, int]]:
+def _grab(directory: Path, prefix: str, names: list[str], count: int, shared: bool) -> list[tuple[str, int]]:
     """Lock ``count`` of ``names`` (``<prefix><name>.lock``), or none of them: all-or-nothing."""
     held: list[tuple[str, int]] = []
     for name in names:
         if len(held) == count:
             break
-        fd = _try_lock(directory / f"{prefix}{name}.lock")
+        fd = _try_lock(directory / f"{prefix}{name}.lock", shared)
         if fd is not None:
             held.append((name, fd))
     if len(held) < count:
@@ -170,6 +177,7 @@ def _grab(directory: Path, prefix: str, names: list[str], count: int) -> list[tu
 def acquire(
     num_gpus: int,
     *,
+    shared: bool = False,
     environ: Mapping[str, str] | None = None,
     nvml_count: Callable[[], int] = nvml_device_count,
     timeout_s: float | None = None,
@@ -178,10 +186,11 @@ def acquire(
     """Lease ``num_gpus`` GPU ids from the host pool; wait while too few are free.
 
     The GPUs are taken together under a pool-wide lock, so two jobs never each hold half of what both need (which
-    would make both wait forever).
+    would make both wait forever). A shared lease takes ids that no job holds alone, beside other shared holders.
 
     Args:
         num_gpus: GPU ids to lease; 0 for CPU ranks, which lease none.
+        shared: Share the ids with other shared leases (jobs that time nothing); else hold them alone.
         environ: Environment giving the pool and settings; defaults to ``os.environ``.
         nvml_count: GPU counter used when neither ``$RLSCALE_LEASE_GPUS`` nor ``CUDA_VISIBLE_DEVICES`` is set.
         timeout_s: Give up after this long; defaults to ``$RLSCALE_LEASE_TIMEOUT_S``, else waits indefinitely.
@@ -208,16 +217,22 @@ def acquire(
         pool_fd = os.open(directory / "pool.lock", os.O_RDONLY | os.O_CREAT, 0o644)
         try:
             fcntl.flock(pool_fd, fcntl.LOCK_EX)  # Held only while trying locks, never while waiting.
-            gpus = _grab(directory, "gpu-", pool, num_gpus)
+            gpus = _grab(directory, "gpu-", pool, num_gpus, shared)
             if gpus or not num_gpus:
-                return Lease(gpu_ids=tuple(name for name, _ in gpus), fds=[fd for _, fd in gpus])
+                return Lease(
+                    gpu_ids=tuple(name for name, _ in gpus),
+                    shared=shared,
+                    waited_s=time.monotonic() - started,
+                    fds=[fd for _, fd in gpus],
+                )
         finally:
             os.close(pool_fd)
         now = time.monotonic()
         if timeout_s is not None and now - started > timeout_s:
             raise LeaseError(f"no lease of {num_gpus} GPU(s) within {timeout_s:g} s (lock dir {directory}).")
         if now - last_report > WAIT_REPORT_S:
-            print(f"[lease] waiting {now - started:.0f} s for {num_gpus} GPU(s) of {pool}", file=log)
+            how = "shared" if shared else "alone"
+            print(f"[lease] waiting {now - started:.0f} s for {num_gpus} GPU(s) of {pool} ({how})", file=log)
             last_report = now
         time.sleep(POLL_INTERVAL_S)
 

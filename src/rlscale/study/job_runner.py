@@ -8,6 +8,8 @@ GPUs would report wrong numbers.
 
 A single-node job also holds the host (:func:`rlscale.launch.lease.acquire_host`): shared, except the jobs that measure
 speed (:data:`EXCLUSIVE_HOST_RULES`), which hold it alone, so that a throughput is never measured beside another job.
+Jobs that time nothing (:data:`SHARED_GPU_RULES`) share their GPUs with each other; the others hold theirs alone.
+Every leased command's waits and run time go to the study's job time records (:mod:`rlscale.study.job_times`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
@@ -24,6 +27,7 @@ from rlscale.dist import RUN_TIMESTAMP_ENV
 from rlscale.launch.lease import LeaseError, acquire, acquire_host
 from rlscale.launch.ranks import NodeSplit
 from rlscale.launch.supervise import FORCED_SHUTDOWN_S, GRACEFUL_SHUTDOWN_S, STRAGGLER_GRACE_S, run_supervised
+from rlscale.study.job_times import record_job
 
 GRANT_EXIT_CODE = 3
 """Exit code of a job whose granted GPUs differ from what its world size needs (argparse errors use 2)."""
@@ -35,6 +39,9 @@ supervises its own ranks with these grace periods, so only a wedged launcher out
 
 EXCLUSIVE_HOST_RULES = frozenset({"benchmark"})
 """Rules whose jobs measure speed (the training, runtime and startup benchmarks): they hold the host alone."""
+SHARED_GPU_RULES = frozenset({"validate", "train", "evaluate"})
+"""Rules whose jobs time nothing (a smoke run, a learning curve per env step, an evaluation): they share their GPUs
+with each other. Parity runs (wall time to a target), benchmarks and the NCCL probe hold theirs alone."""
 
 
 class GrantError(RuntimeError):
@@ -92,7 +99,8 @@ def run_leased(
     """Hold the host, lease ``gpus`` GPU ids on it, then run ``command`` on them.
 
     The host is held alone when ``rule`` is one of :data:`EXCLUSIVE_HOST_RULES`, else shared; always before the GPUs,
-    the order that keeps two jobs from each holding what the other waits for. ``CUDA_VISIBLE_DEVICES`` is set to the
+    the order that keeps two jobs from each holding what the other waits for. The GPUs are shared when ``rule`` is one
+    of :data:`SHARED_GPU_RULES`, else held alone. ``CUDA_VISIBLE_DEVICES`` is set to the
     leased ids. Inside a SLURM job the allocation already owns its GPUs, so none is leased. No port is passed: on one
     node torchrun's rendezvous takes a free one from the kernel, so two jobs (of this study or another) never meet on
     one.
@@ -112,12 +120,13 @@ def run_leased(
         interrupted (SIGINT) while waiting for it.
     """
     environ = dict(os.environ if environ is None else environ)
+    started = time.time()
     try:
         check_granted(gpus, granted, world_size, rule)
         under_slurm = bool(environ.get("SLURM_JOB_ID"))
         host = acquire_host(rule in EXCLUSIVE_HOST_RULES, environ=environ, label=rule)
         try:
-            lease = acquire(0 if under_slurm else gpus, environ=environ)
+            lease = acquire(0 if under_slurm else gpus, shared=rule in SHARED_GPU_RULES, environ=environ)
         except LeaseError:
             host.release()
             raise
@@ -130,13 +139,29 @@ def run_leased(
     except KeyboardInterrupt:  # Snakemake stopped with Ctrl-C interrupts its queued jobs too: one line, no traceback
         print(f"[study] {rule} interrupted while waiting for its lease: nothing ran", file=sys.stderr, flush=True)
         return 128 + signal.SIGINT
+    gpu_lease = ("shared" if lease.shared else "alone") if lease.gpu_ids else "none"
     with host, lease:
-        ids = ",".join(lease.gpu_ids) or ("SLURM allocation" if under_slurm and gpus else "none (CPU ranks)")
+        ids = f"{','.join(lease.gpu_ids)} ({gpu_lease})" if lease.gpu_ids else ""
+        ids = ids or ("SLURM allocation" if under_slurm and gpus else "none (CPU ranks)")
         hold = "alone" if host.exclusive else "shared"
         print(f"[study] leased GPU(s) {ids}, host {hold}", file=sys.stderr, flush=True)
         if before is not None:
             before()
-        return run_command(command, lease.environment(environ), [*host.fds, *lease.fds], stdout)
+        running = time.monotonic()
+        code = run_command(command, lease.environment(environ), [*host.fds, *lease.fds], stdout)
+        record_job(
+            rule=rule,
+            argv=command,
+            started_unix=started,
+            host_wait_s=host.waited_s,
+            gpu_wait_s=lease.waited_s,
+            run_s=time.monotonic() - running,
+            exit_code=code,
+            gpu_ids=lease.gpu_ids,
+            gpu_lease=gpu_lease,
+            environ=environ,
+        )
+        return code
 
 
 def first_node(environ: Mapping[str, str]) -> str:

@@ -14,6 +14,7 @@ from rlscale.benchmark.stats import CONFIDENCE
 from rlscale.benchmark.workflow import PHASES as STARTUP_PHASES
 from rlscale.study.aggregate import bundle_record, library_label, load_bundles, read_bundle, scaling_table
 from rlscale.study.evaluation_table import RunEvaluation, evaluation_table, read_evaluation
+from rlscale.study.job_times import read_job_times, timing_markdown
 from rlscale.study.parity_table import NOT_REACHED, curve_frame, parity_table, run_table
 from rlscale.study.plots import plot_learning_curves, plot_parity, plot_scaling
 from rlscale.study.train_runs import train_curves, train_table
@@ -300,6 +301,8 @@ def write_study_outputs(
     evaluations: Sequence[str] = (),
     evaluation_cells: Sequence[Mapping] = (),
     evaluation_envs: int = 0,
+    job_times: Path | None = None,
+    job_timing_csv: Path | None = None,
 ) -> pd.DataFrame:
     """Aggregate a study's bundles and write the CSV, the three plots and the summary.
 
@@ -323,6 +326,9 @@ def write_study_outputs(
         evaluations: The evaluation stage's files, one per evaluated run; none leaves its section out.
         evaluation_cells: Per evaluation file, the run it evaluated (:func:`rlscale.study.evaluation.evaluation_cells`).
         evaluation_envs: Envs of each evaluation (``evaluation.num_envs``).
+        job_times: The jobs' time records (:mod:`rlscale.study.job_times`); None or a missing file leaves the
+            timing section out.
+        job_timing_csv: Output table of those records (written when given, empty without records).
 
     Returns:
         The scaling table.
@@ -344,8 +350,11 @@ def write_study_outputs(
     trains = train_table(manifests, train_cells)
     runs = [read_evaluation(path, cell) for path, cell in zip(evaluations, evaluation_cells, strict=True)]
     evaluation = evaluation_markdown(runs, evaluation_envs)
+    timing = read_job_times(job_times)
+    if job_timing_csv is not None:
+        timing.to_csv(job_timing_csv, index=False)
     text = summary_markdown(study, device, device_reason, table, trains, others, figures, parity, plan, evaluation)
-    Path(summary).write_text(text)
+    Path(summary).write_text(text + "\n".join(timing_markdown(timing)))
     return table
 
 

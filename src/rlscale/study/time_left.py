@@ -1,0 +1,122 @@
+"""The study's estimate of the time left, printed under each of Snakemake's progress lines.
+
+A logging handler on Snakemake's logger reads the events Snakemake publishes to every log handler: the job counts
+per rule (``RUN_INFO``), each job's start (``JOB_INFO``) and end (``JOB_FINISHED``), and the progress (``PROGRESS``).
+A job's expected time is the median time of its rule's finished jobs (of every finished job while its rule has
+none), counted from its start to its end as Snakemake saw them, lease waits included. The work left is the expected
+time of the jobs not yet started plus what remains of the running ones; it is divided by the concurrency seen so far
+(job time, finished and running, per second since the first job started), so jobs that share the host, and jobs that
+queue for one GPU, both count as they ran.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from snakemake_interface_logger_plugins.common import LogEvent
+
+
+@dataclass
+class TimeLeft:
+    """What the estimate needs from the events so far."""
+
+    planned: dict[str, int] = field(default_factory=dict)
+    """Jobs per rule in this call (finished before it excluded: Snakemake counts only the jobs it will run)."""
+    running: dict[int, tuple[str, float]] = field(default_factory=dict)
+    """Rule and start time of each running job, by job id."""
+    finished: dict[str, list[float]] = field(default_factory=dict)
+    """Durations of the finished jobs, by rule."""
+    started_at: float | None = None
+    """When the first job started."""
+
+    def start(self, job_id: int, rule: str, now: float) -> None:
+        self.running[job_id] = (rule, now)
+        if self.started_at is None:
+            self.started_at = now
+
+    def finish(self, job_id: int, now: float) -> None:
+        if job_id in self.running:
+            rule, began = self.running.pop(job_id)
+            self.finished.setdefault(rule, []).append(now - began)
+
+    def seconds_left(self, now: float) -> float | None:
+        """The estimate, or None before the first job finished (nothing to estimate from)."""
+        durations = [duration for rule in self.finished.values() for duration in rule]
+        if not durations or self.started_at is None or now <= self.started_at:
+            return None
+        overall = statistics.median(durations)
+
+        def expected(rule: str) -> float:
+            return statistics.median(self.finished[rule]) if self.finished.get(rule) else overall
+
+        running_rules = [rule for rule, _ in self.running.values()]
+        not_started = {
+            rule: count - len(self.finished.get(rule, [])) - running_rules.count(rule)
+            for rule, count in self.planned.items()
+        }
+        work = sum(max(count, 0) * expected(rule) for rule, count in not_started.items())
+        work += sum(max(expected(rule) - (now - began), 0.0) for rule, began in self.running.values())
+        busy = sum(durations) + sum(now - began for _, began in self.running.values())
+        concurrency = max(busy / (now - self.started_at), 1.0)
+        return work / concurrency
+
+
+def format_left(seconds: float | None) -> str:
+    """The line printed under a progress line."""
+    if seconds is None:
+        return "time left: no estimate until a job has finished"
+    amount = f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+    return f"time left: about {amount} (estimate from the finished jobs' times)"
+
+
+class TimeLeftHandler(logging.Handler):
+    """Print the estimate of the time left under each progress line that the console shows."""
+
+    def __init__(
+        self,
+        console: Callable[[logging.LogRecord], bool],
+        stream: TextIO = sys.stderr,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        """
+        Args:
+            console: Whether the console shows a record (the default handler's filters, which apply ``--quiet``).
+            stream: Where the estimate goes.
+            clock: Seconds, monotonic.
+        """
+        super().__init__()
+        self.console = console
+        self.stream = stream
+        self.clock = clock
+        self.state = TimeLeft()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        event = getattr(record, "event", None)
+        now = self.clock()
+        if event == LogEvent.RUN_INFO and isinstance(getattr(record, "stats", None), Mapping):
+            self.state.planned = {rule: int(count) for rule, count in record.stats.items() if rule != "total"}
+        elif event == LogEvent.JOB_INFO:
+            self.state.start(int(record.jobid), str(record.rule_name), now)
+        elif event == LogEvent.JOB_FINISHED:
+            self.state.finish(int(record.job_id), now)
+        elif event == LogEvent.PROGRESS and record.done < record.total and self.console(record):
+            print(format_left(self.state.seconds_left(now)), file=self.stream, flush=True)
+
+
+def report_time_left(logger: logging.Logger) -> TimeLeftHandler:
+    """Add a :class:`TimeLeftHandler` to Snakemake's ``logger``, after its console handler, so that the estimate
+    follows the progress line; shown where the console handler's filters show that line."""
+    console = list(logger.handlers)
+
+    def shown(record: logging.LogRecord) -> bool:
+        return any(handler.filter(record) for handler in console)
+
+    handler = TimeLeftHandler(shown)
+    logger.addHandler(handler)
+    return handler
