@@ -112,7 +112,7 @@ def test_plan_lines_name_cells_runs_and_budgets():
         "plan: scaling on cuda, world sizes [1, 2]: 1 task(s) x 3 libraries x 2 world size(s), 1 task/env-count "
         "pair(s): 6 training cell(s), 18 benchmark run(s) (3 seed(s)), 6 train run(s)"
     )
-    assert lines[1].startswith("plan budgets per run: validate 20 iterations at 256 envs; train 50 iterations")
+    assert lines[1].startswith("plan budgets per run: validate 10 iterations at 16384 envs; train 50 iterations")
     assert lines[2] == "plan parity: at most these global env steps per run: Rlscale-Go1-Flat 60,000,000"
 
 

@@ -23,16 +23,19 @@ class TestEstimate:
         assert format_left(None) == "time left: no estimate until a job has finished"
 
     def test_jobs_left_at_their_rules_median_over_the_concurrency_seen(self):
-        """Two jobs ran side by side (10 s and 30 s), and a third has run 5 s: 45 s of job time in the 30 s since
-        the first start, concurrency 1.5. Left: one train job not started (median 20 s), one benchmark job not started
-        (no benchmark finished: every job's median, 20 s) and the running train job (15 s to go): 55 s over 1.5."""
-        state = TimeLeft(planned={"train": 4, "benchmark": 1})
+        """Two train jobs ran side by side (10 s and 30 s), a plan job took 2 s, and a third train job has run 5 s:
+        47 s of job time in the 30 s since the first start, concurrency 47/30. Left: one train job not started (median
+        20 s), one benchmark job not started (no benchmark finished: the longest rule median, train's 20 s) and the
+        running train job (15 s to go): 55 s of work."""
+        state = TimeLeft(planned={"train": 4, "benchmark": 1, "plan": 1})
         state.start(1, "train", now=0.0)
         state.start(2, "train", now=0.0)
+        state.start(4, "plan", now=0.0)
+        state.finish(4, now=2.0)
         state.finish(1, now=10.0)
         state.finish(2, now=30.0)
         state.start(3, "train", now=25.0)
-        assert state.seconds_left(now=30.0) == pytest.approx(55.0 / 1.5)
+        assert state.seconds_left(now=30.0) == pytest.approx(55.0 / (47.0 / 30.0))
 
     def test_an_overdue_running_job_counts_nothing_more(self):
         state = TimeLeft(planned={"parity": 2})

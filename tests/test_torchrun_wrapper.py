@@ -14,30 +14,65 @@ from rlscale.launch import torchrun
 
 
 def failing_torchrun(monkeypatch, *failures: ProcessFailure) -> None:
-    """Make torchrun's ``main`` fail with ``failures`` (global rank = position)."""
+    """Make torchrun's ``run`` fail with ``failures`` (global rank = position)."""
 
-    def main(args):
+    def run(args):
         raise ChildFailedError("worker.py", dict(enumerate(failures)))
 
-    monkeypatch.setattr(torchrun.run, "main", main)
+    monkeypatch.setattr(torchrun.run, "run", run)
 
 
 def without_error_file(exitcode: int) -> ProcessFailure:
     return ProcessFailure(local_rank=0, pid=1, exitcode=exitcode, error_file="/nonexistent/error.json")
 
 
-def test_a_successful_job_runs_torchrun_with_the_arguments(monkeypatch):
+def launched(monkeypatch, args: list[str]):
+    """torchrun's parsed arguments as the wrapper hands them to torchrun's ``run``."""
     calls = []
-    monkeypatch.setattr(torchrun.run, "main", calls.append)
-    assert torchrun.main(["--nproc_per_node", "2", "worker.py"]) is None
-    assert calls == [["--nproc_per_node", "2", "worker.py"]]
+    monkeypatch.setattr(torchrun.run, "run", calls.append)
+    assert torchrun.main(args) is None
+    assert len(calls) == 1
+    return calls[0]
+
+
+def test_a_successful_job_runs_torchrun_with_the_arguments(monkeypatch):
+    parsed = launched(monkeypatch, ["--nproc_per_node", "2", "worker.py", "--task", "X"])
+    assert (parsed.nproc_per_node, parsed.training_script, parsed.training_script_args) == (
+        "2",
+        "worker.py",
+        ["--task", "X"],
+    )
+
+
+def test_one_node_without_a_rendezvous_takes_a_free_port(monkeypatch):
+    """No port named on one node: a c10d rendezvous on localhost:0 (the kernel's free port), never torch 2.11's fixed
+    29500 that two jobs of one host would both bind."""
+    for nnodes in ([], ["--nnodes", "1"]):
+        parsed = launched(monkeypatch, [*nnodes, "--nproc_per_node", "1", "worker.py"])
+        assert (parsed.rdzv_backend, parsed.rdzv_endpoint) == ("c10d", "localhost:0")
+        assert parsed.rdzv_id
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        ["--master_port", "29512"],
+        ["--rdzv_backend", "c10d", "--rdzv_endpoint", "node0:29400"],
+        ["--nnodes", "2", "--master_addr", "node0", "--master_port", "29400"],
+        ["--standalone"],
+    ],
+)
+def test_a_named_rendezvous_is_left_to_torchrun(monkeypatch, named):
+    parsed = launched(monkeypatch, [*named, "--nproc_per_node", "1", "worker.py"])
+    assert parsed.rdzv_endpoint != "localhost:0"  # --standalone: torchrun's own run makes it localhost:0 itself
+    assert parsed.rdzv_backend == ("static" if "--rdzv_backend" not in named else "c10d")
 
 
 def test_no_error_file_exits_quietly_with_the_ranks_code(monkeypatch):
     """The rank printed its own line (rank 0), and torchrun stopped the other (SIGTERM): no traceback, rank 0's code."""
     failing_torchrun(monkeypatch, without_error_file(3), without_error_file(-15))
     with pytest.raises(SystemExit) as exit_:
-        torchrun.main([])
+        torchrun.main(["worker.py"])
     assert exit_.value.code == 3
 
 
@@ -45,7 +80,7 @@ def test_a_rank_killed_by_a_signal_keeps_torchruns_report(monkeypatch):
     """The OOM killer's SIGKILL leaves no error file and no status for the launcher: the report names the signal."""
     failing_torchrun(monkeypatch, without_error_file(-9))
     with pytest.raises(ChildFailedError) as raised:
-        torchrun.main([])
+        torchrun.main(["worker.py"])
     assert "Signal 9 (SIGKILL)" in str(raised.value)
 
 
@@ -56,7 +91,7 @@ def test_an_error_file_keeps_torchruns_report(monkeypatch, tmp_path):
     crash = ProcessFailure(local_rank=1, pid=2, exitcode=1, error_file=str(error_file))
     failing_torchrun(monkeypatch, without_error_file(1), crash)
     with pytest.raises(ChildFailedError) as raised:
-        torchrun.main([])
+        torchrun.main(["worker.py"])
     assert raised.value.failures[1].error_file == str(error_file)
 
 
@@ -64,12 +99,12 @@ def test_an_error_file_keeps_torchruns_report(monkeypatch, tmp_path):
 def test_a_signal_to_torchrun_exits_as_a_shell_reports_it(monkeypatch, sig):
     """Ctrl-C or a scheduler's SIGTERM stops the job: 128 + the signal, without torchrun's SignalException traceback."""
 
-    def main(args):
+    def run(args):
         raise SignalException(f"Process 1 got signal: {sig}", sigval=sig)
 
-    monkeypatch.setattr(torchrun.run, "main", main)
+    monkeypatch.setattr(torchrun.run, "run", run)
     with pytest.raises(SystemExit) as exit_:
-        torchrun.main([])
+        torchrun.main(["worker.py"])
     assert exit_.value.code == 128 + sig
 
 

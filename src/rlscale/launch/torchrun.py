@@ -15,19 +15,25 @@ with SIGTERM on each further one, even one that arrives while it waits for them;
 own and the launcher's forward, when a batch system signals every process) would cut that wait short and SIGTERM the
 ranks while they record their interrupt. So repeats of one burst (:mod:`rlscale.run.stop_signals`) are dropped before
 torchrun's handler sees them; a later signal still reaches it.
+
+A one-node launch that names no rendezvous (no ``--master_port``, ``--rdzv_*`` or ``--standalone``) rendezvouses on a
+free port of localhost, whatever the torch version: torch 2.13 does so itself, but torch 2.11 listens on port 29500,
+where two jobs of one host (a study's jobs sharing a GPU, two 1-GPU jobs on two GPUs) collide.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
+import uuid
 from collections.abc import Iterator
 from types import FrameType
 
 from torch.distributed import run
 from torch.distributed.elastic.multiprocessing import api as elastic_api
 from torch.distributed.elastic.multiprocessing.api import SignalException
-from torch.distributed.elastic.multiprocessing.errors import _NOT_AVAILABLE, ChildFailedError
+from torch.distributed.elastic.multiprocessing.errors import _NOT_AVAILABLE, ChildFailedError, record
 
 from rlscale.run.stop_signals import Arrival, StopSignals
 
@@ -50,11 +56,26 @@ def one_shutdown_per_burst() -> Iterator[None]:
         elastic_api._terminate_process_handler = handler
 
 
+def rendezvous_on_a_free_port(args: argparse.Namespace) -> None:
+    """Give a one-node launch that names no rendezvous a c10d one on a free localhost port, as torch 2.13 does."""
+    unnamed = args.rdzv_backend == "static" and not args.rdzv_endpoint and args.master_port is None
+    if unnamed and not args.standalone and run.parse_min_max_nnodes(args.nnodes)[1] == 1:
+        args.rdzv_backend, args.rdzv_endpoint, args.rdzv_id = "c10d", "localhost:0", str(uuid.uuid4())
+
+
+@record
+def launch(args: list[str] | None) -> None:
+    """torchrun's own ``main`` (its ``record`` decorator included), with :func:`rendezvous_on_a_free_port`."""
+    parsed = run.parse_args(args)
+    rendezvous_on_a_free_port(parsed)
+    run.run(parsed)
+
+
 def main(args: list[str] | None = None) -> None:
     """Run torchrun on ``args`` (default: this process's arguments)."""
     try:
         with one_shutdown_per_burst():
-            run.main(args)
+            launch(args)
     except ChildFailedError as failed:
         _, first = failed.get_first_failure()
         left_a_report = any(failure.error_file != _NOT_AVAILABLE for failure in failed.failures.values())

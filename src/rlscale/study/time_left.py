@@ -2,8 +2,9 @@
 
 A logging handler on Snakemake's logger reads the events Snakemake publishes to every log handler: the job counts
 per rule (``RUN_INFO``), each job's start (``JOB_INFO``) and end (``JOB_FINISHED``), and the progress (``PROGRESS``).
-A job's expected time is the median time of its rule's finished jobs (of every finished job while its rule has
-none), counted from its start to its end as Snakemake saw them, lease waits included. The work left is the expected
+A job's expected time is the median time of its rule's finished jobs (while its rule has none, the longest such
+median: a rule not yet seen is more often a long one), counted from its start to its end as Snakemake saw them, lease
+waits included. The work left is the expected
 time of the jobs not yet started plus what remains of the running ones; it is divided by the concurrency seen so far
 (job time, finished and running, per second since the first job started), so jobs that share the host, and jobs that
 queue for one GPU, both count as they ran.
@@ -50,10 +51,11 @@ class TimeLeft:
         durations = [duration for rule in self.finished.values() for duration in rule]
         if not durations or self.started_at is None or now <= self.started_at:
             return None
-        overall = statistics.median(durations)
+        medians = {rule: statistics.median(times) for rule, times in self.finished.items() if times}
+        unseen = max(medians.values())
 
         def expected(rule: str) -> float:
-            return statistics.median(self.finished[rule]) if self.finished.get(rule) else overall
+            return medians.get(rule, unseen)
 
         running_rules = [rule for rule, _ in self.running.values()]
         not_started = {
