@@ -348,8 +348,9 @@ def test_a_tiny_study_includes_the_pendulum(tmp_path):
     assert result.returncode == 0, result.stderr[-4000:]
     study = tmp_path / "results" / "ci_plugin"
     assert json.loads((study / "validate" / PENDULUM / "rsl_rl.json").read_text())["ok"]
-    log = (tmp_path / "logs" / "ci_plugin" / "validate" / PENDULUM / "rsl_rl.log").read_text()
-    assert f"check_task {PENDULUM} on cpu, 32 envs" in log and "\nconforms\n" in log
+    check = (tmp_path / "logs" / "ci_plugin" / "validate" / PENDULUM / "check_task.log").read_text()
+    assert f"check_task {PENDULUM} on cpu, 32 envs" in check and "\nconforms\n" in check
+    assert (study / "validate" / PENDULUM / "check_task.txt").read_text() in check
     assert (study / "train" / PENDULUM / "rsl_rl" / "ws1" / "manifest.json").exists()
     assert PENDULUM in (study / "scaling.csv").read_text()
     train_run, benchmark_run = sorted(offline_runs(tmp_path), key=lambda run: run.job_type, reverse=True)

@@ -169,16 +169,23 @@ class TestEffectiveConfig:
 
 
 class TestDefaultConfig:
-    """config/config.yaml as shipped: both tasks on a GPU host, Cartpole alone at the CPU sizes without one."""
+    """config/config.yaml as shipped: the Go1 on a GPU host, Cartpole alone at the CPU sizes without one."""
 
     @staticmethod
     def resolve(environ: dict[str, str], overlay: dict | None = None) -> dict:
         config = {**yaml.safe_load((ROOT / "config" / "config.yaml").read_text()), **(overlay or {})}
         return validated_config(config, SCHEMA, environ, nvml_count=no_nvml, hardware_probe=no_hardware)
 
-    def test_gpu_host_studies_every_task(self):
+    def test_gpu_host_studies_the_go1_with_every_library(self):
         study = self.resolve({"CUDA_VISIBLE_DEVICES": "0,1"})
         assert study["device"] == "cuda"
+        assert study["tasks"] == ["Rlscale-Go1-Flat"] and envs_for(study, "Rlscale-Go1-Flat") == [16384]
+        assert [library["name"] for library in study["libraries"]] == ["rsl_rl", "rl_games", "skrl"]
+        assert study["parity"]["target"]["Rlscale-Go1-Flat"]["at_most"] == 0.25
+
+    def test_full_matrix_studies_every_task(self):
+        overlay = yaml.safe_load((ROOT / "config" / "studies" / "full_matrix.yaml").read_text())
+        study = self.resolve({"CUDA_VISIBLE_DEVICES": "0,1"}, overlay)
         assert study["tasks"] == ["Isaac-Cartpole-Direct", "Rlscale-Ant", "Rlscale-Go1-Flat"]
         assert envs_for(study, "Isaac-Cartpole-Direct") == [4096, 65536]
         assert envs_for(study, "Rlscale-Ant") == envs_for(study, "Rlscale-Go1-Flat") == [4096, 16384]
@@ -351,7 +358,7 @@ class TestValidationVerdict:
         )
 
 
-@pytest.mark.parametrize("script", ["plan", "validate", "train", "probe", "parity", "benchmark"])
+@pytest.mark.parametrize("script", ["plan", "check_task", "validate", "train", "probe", "parity", "benchmark"])
 def test_bad_launcher_options_are_one_line(script):
     """A scripts/ launcher refuses a bad option of its own in one line, exit 2, like every rlscale command."""
     result = subprocess.run(

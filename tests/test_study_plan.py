@@ -63,7 +63,7 @@ class TestConfigSource:
 
     def test_snakemake_does_not_inherit_the_gpu_budgets(self, tmp_path):
         """`snakemake -n --configfile mine.yaml`: the plan says where the config comes from and shows the user's
-        own budgets; the default's parity budgets (8 M steps per run) and Ant sizes are gone, and Snakemake does not
+        own budgets; the default's Go1 and its parity budget (60 M steps per run) are gone, and Snakemake does not
         say that it extended config/config.yaml with it."""
         (tmp_path / "config").mkdir()
         (tmp_path / "config" / "config.yaml").write_text(CONFIG.read_text())  # where the Snakefile looks for it
@@ -75,8 +75,8 @@ class TestConfigSource:
         assert re.search(r"study config: \S*mine.yaml replaces config.yaml", output, re.IGNORECASE)
         assert "is extended" not in output and "config/config.yaml" not in output.split("Config file(s):")[1]
         assert "plan: my_cpu on cpu, world sizes [1, 2]: 1 task(s) x 1 library x 2 world size(s)" in output
-        assert "plan budgets per run: validate 20 iterations at 256 envs" in output
-        assert "plan parity:" not in output and "Rlscale-Ant" not in output
+        assert "plan budgets per run: check_task at 256 envs; validate 20 iterations and train" in output
+        assert "plan parity:" not in output and "Rlscale-Go1-Flat" not in output
 
 
 class TestHostFit:
@@ -112,7 +112,9 @@ def test_plan_lines_name_cells_runs_and_budgets():
         "plan: scaling on cuda, world sizes [1, 2]: 1 task(s) x 3 libraries x 2 world size(s), 1 task/env-count "
         "pair(s): 6 training cell(s), 18 benchmark run(s) (3 seed(s)), 6 train run(s)"
     )
-    assert lines[1].startswith("plan budgets per run: validate 10 iterations at 16384 envs; train 50 iterations")
+    assert lines[1].startswith(
+        "plan budgets per run: check_task at 256 envs; validate 10 iterations and train 50 at the task's largest env"
+    )
     assert lines[2] == "plan parity: at most these global env steps per run: Rlscale-Go1-Flat 60,000,000"
 
 

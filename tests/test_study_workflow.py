@@ -267,11 +267,34 @@ class TestDryRun:
         assert reason in result.stdout + result.stderr  # The log says which device and why.
 
     def test_default_config_on_a_gpu_host(self, tmp_path):
-        """On a (faked) 2-GPU host the default study runs every task, Ant and Go1 at their own two per-rank sizes."""
+        """On a (faked) 2-GPU host the default study runs the Go1 with every library at 16 384 envs per rank: one
+        contract check, then per library its validate, train, benchmark and startup runs, and its parity and
+        evaluation runs."""
         result = snakemake(tmp_path, "-n", "--configfile", CONFIG, env=job_env(tmp_path, CUDA_VISIBLE_DEVICES="0,1"))
         assert result.returncode == 0, result.stderr[-2000:]
         counts = dict(re.findall(r"^(\w+)\s+(\d+)$", result.stdout, re.MULTILINE))
+        libraries, sizes, seeds = 3, 2, 3
+        assert (counts["check_task"], counts["validate"], counts["probe"]) == ("1", str(libraries), "1")
+        assert counts["plan"] == counts["train"] == counts["benchmark"] == str(libraries * sizes)
+        assert counts["benchmark_single_seed"] == str(libraries + 1)
+        assert "benchmark/training/Rlscale-Go1-Flat/skrl/ws2/envs16384/seed3.json" in result.stdout
+        assert counts["parity"] == counts["evaluate_parity"] == str(sizes * seeds)  # rsl_rl only
+        assert counts["evaluate_train"] == str(libraries * sizes)
+        assert "Isaac-Cartpole-Direct" not in result.stdout and "Rlscale-Ant" not in result.stdout
+        reason = "device: auto chose cuda: 2 GPU(s) visible (CUDA_VISIBLE_DEVICES='0,1')"
+        assert reason in result.stdout + result.stderr
+
+    def test_full_matrix_on_a_gpu_host(self, tmp_path):
+        """On a (faked) 2-GPU host the full-matrix study runs every task, Ant and Go1 at their own two per-rank
+        sizes."""
+        result = snakemake(
+            tmp_path, "-n", "--configfile", CONFIG, str(ROOT / "config" / "studies" / "full_matrix.yaml"),
+            env=job_env(tmp_path, CUDA_VISIBLE_DEVICES="0,1"),
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr[-2000:]
+        counts = dict(re.findall(r"^(\w+)\s+(\d+)$", result.stdout, re.MULTILINE))
         tasks, libraries, sizes, envs, seeds = 3, 3, 2, 2, 3  # Cartpole [4096, 65536], Ant and Go1 [4096, 16384]
+        assert counts["check_task"] == str(tasks)
         assert counts["validate"] == str(tasks * libraries) and counts["probe"] == "1"
         assert counts["plan"] == counts["train"] == str(tasks * libraries * sizes)
         # Per task: one job per training cell (every seed), then startup (per library) and runtime (env only).
@@ -285,8 +308,6 @@ class TestDryRun:
         # The Go1 alone defines an evaluation: its train runs (every library) and its parity runs (rsl_rl).
         assert counts["evaluate_train"] == str(libraries * sizes) and counts["evaluate_parity"] == str(sizes * seeds)
         assert not re.search(r"evaluate/\w+/(Isaac-Cartpole-Direct|Rlscale-Ant)/", result.stdout)
-        reason = "device: auto chose cuda: 2 GPU(s) visible (CUDA_VISIBLE_DEVICES='0,1')"
-        assert reason in result.stdout + result.stderr
 
     def test_robots_study_evaluates_every_train_and_parity_run(self, tmp_path):
         """The robots study on one GPU plans one evaluation per train run and per parity run of each robot, each on
@@ -326,6 +347,8 @@ class TestDryRun:
         overlay = tmp_path / "gpu.yaml"
         overlay.write_text(
             "world_sizes: [1, 2, 4]\nlibraries: [{name: rsl_rl}]\nseeds: [1]\nnum_envs_per_rank: [1024]\n"
+            "tasks: [Isaac-Cartpole-Direct, Rlscale-Ant]\nnum_envs_per_task: {Rlscale-Ant: [4096, 16384]}\n"
+            "parity: {max_env_steps: null, target: null, num_envs_per_rank: null, libraries: null}\n"
         )
         result = snakemake(tmp_path, "-n", "-p", "--resources", "gpu=4", "--configfile", CONFIG, str(overlay), env=env)
         assert result.returncode == 0, result.stderr[-2000:]

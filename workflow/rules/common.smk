@@ -106,7 +106,9 @@ os.environ.setdefault(
 )
 # Every leased job command appends its waits and run time here (rlscale.study.job_times); the aggregate rule tables
 # them, each Snakemake call apart (a study continued by a later call keeps both).
-os.environ[JOB_TIMES_ENV] = str(Path("logs", STUDY["study"], "job_times.jsonl").resolve())
+os.environ[JOB_TIMES_ENV] = str(
+    Path("logs", STUDY["study"], "job_times.jsonl").resolve()
+)
 os.environ[STUDY_CALL_ENV] = datetime.now().astimezone().isoformat(timespec="seconds")
 LIBRARIES = {entry["name"]: entry for entry in STUDY["libraries"]}
 ENV_ONLY = "env-only"  # The library segment of runtime bundles: the runtime benchmark steps the env without one.
@@ -220,9 +222,11 @@ def library_args(library):
 
 
 def validate_args(wildcards):
-    """Arguments of the validate run's `rlscale train` (the launcher adds iterations and the log root)."""
+    """Arguments of the validate run's `rlscale train` (the launcher adds iterations and the log root): at the task's
+    train env count, so that its compile is the one every later job of the task loads.
+    """
     return (
-        f"--task {wildcards.task} {library_args(wildcards.library)} --num_envs {STUDY['validate_num_envs']} "
+        f"--task {wildcards.task} {library_args(wildcards.library)} --num_envs {train_envs(wildcards.task)} "
         f"--seed {TRAIN_SEED} --run_name validate"
     )
 
@@ -337,18 +341,22 @@ def single_seed_log_root(wildcards):
 
 
 def validation_of(wildcards):
-    """The task × library validation a job waits for: a task that does not train stops the study there."""
+    """The task's contract check and task × library validation a job waits for: a task that breaks the contract or
+    does not train stops the study there."""
     libraries = (
         list(LIBRARIES)
         if wildcards.get("library", ENV_ONLY) == ENV_ONLY
         else [wildcards.library]
     )
-    return expand(
-        "results/{study}/validate/{task}/{library}.json",
-        study=wildcards.study,
-        task=wildcards.task,
-        library=libraries,
-    )
+    return [
+        f"results/{wildcards.study}/validate/{wildcards.task}/check_task.txt",
+        *expand(
+            "results/{study}/validate/{task}/{library}.json",
+            study=wildcards.study,
+            task=wildcards.task,
+            library=libraries,
+        ),
+    ]
 
 
 def probe_of(wildcards):

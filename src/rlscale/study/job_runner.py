@@ -39,9 +39,10 @@ supervises its own ranks with these grace periods, so only a wedged launcher out
 
 EXCLUSIVE_HOST_RULES = frozenset({"benchmark"})
 """Rules whose jobs measure speed (the training, runtime and startup benchmarks): they hold the host alone."""
-SHARED_GPU_RULES = frozenset({"validate", "train", "evaluate"})
-"""Rules whose jobs time nothing (a smoke run, a learning curve per env step, an evaluation): they share their GPUs
-with each other. Parity runs (wall time to a target), benchmarks and the NCCL probe hold theirs alone."""
+SHARED_GPU_RULES = frozenset({"check_task", "validate", "train", "evaluate"})
+"""Rules whose jobs time nothing (a contract check, a smoke run, a learning curve per env step, an evaluation): they
+share their GPUs with each other. Parity runs (wall time to a target), benchmarks and the NCCL probe hold theirs
+alone."""
 
 
 class GrantError(RuntimeError):

@@ -19,8 +19,8 @@ def plan_lines(study: Mapping) -> list[str]:
         f"{len(libraries)} librar{'y' if len(libraries) == 1 else 'ies'} x {len(sizes)} world size(s), "
         f"{env_counts} task/env-count pair(s): {cells} training cell(s), {cells * len(seeds)} benchmark run(s) "
         f"({len(seeds)} seed(s)), {len(tasks) * len(libraries) * len(sizes)} train run(s)",
-        f"plan budgets per run: validate {iterations['validate']} iterations at {study['validate_num_envs']} envs; "
-        f"train {iterations['train']} iterations at the task's largest env count per rank; benchmark "
+        f"plan budgets per run: check_task at {study['validate_num_envs']} envs; validate {iterations['validate']} "
+        f"iterations and train {iterations['train']} at the task's largest env count per rank; benchmark "
         f"{iterations['benchmark']} iterations ({study['warmup_iterations']} warm-up) per seed",
     ]
     parity = study.get("parity") or {}

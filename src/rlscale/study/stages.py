@@ -44,37 +44,45 @@ def collect_manifest(run_root: Path, output: Path) -> int:
     return 0
 
 
-def validate(cell: JobCell, *, iterations: int, gpus: int, granted: int, run_root: Path, output: Path) -> int:
-    """Check the task against the ``VecTask`` contract (``rlscale check_task``, at the run's device and env count),
-    then run a short single-device ``rlscale train``, judge it, and write the verdict to ``output``.
-
-    The check's report and the verdict are printed to stderr (the rule's log) in every case; ``output`` is written
-    only when both pass, so a failing task stops the study and Snakemake keeps no stale verdict.
+def check_task(task: str, *, device: str, num_envs: int, gpus: int, granted: int, output: Path) -> int:
+    """Check the task against the ``VecTask`` contract (``rlscale check_task`` on ``device`` at ``num_envs``) and keep
+    its report in ``output``, written only when the task conforms; the report goes to stderr (the rule's log) too.
 
     Returns:
-        0 if the task conforms and the run passes :data:`~rlscale.study.verdict.VALIDATION_CRITERION`, else non-zero.
+        ``rlscale check_task``'s exit code (0: the task conforms).
     """
-    lease = {"gpus": gpus, "granted": granted, "world_size": 1, "rule": "validate"}
-    check = rlscale_command(
-        "check_task",
-        str(cell.task),
-        "--device",
-        cell.device,
-        *([] if cell.num_envs is None else ["--num_envs", str(cell.num_envs)]),
-    )
-    code = run_leased(check, **lease)
-    if code != 0:
-        if code != GRANT_EXIT_CODE:
-            print(
-                "[study] ERROR: validation failed: the task breaks the VecTask contract (check_task above)",
-                file=sys.stderr,
-            )
-        return code
+    command = rlscale_command("check_task", task, "--device", device, "--num_envs", str(num_envs))
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w+", dir=Path(output).parent, suffix=".part", delete=False) as report:
+        code = run_leased(command, gpus=gpus, granted=granted, world_size=1, stdout=report, rule="check_task")
+        report.seek(0)
+        sys.stderr.write(report.read())
+    if code == 0:
+        Path(report.name).replace(output)
+        return 0
+    Path(report.name).unlink(missing_ok=True)
+    if code != GRANT_EXIT_CODE:
+        print("[study] ERROR: validation failed: the task breaks the VecTask contract (report above)", file=sys.stderr)
+    return code
+
+
+def validate(cell: JobCell, *, iterations: int, gpus: int, granted: int, run_root: Path, output: Path) -> int:
+    """Run a short single-device ``rlscale train``, judge it, and write the verdict to ``output``.
+
+    The verdict is printed to stderr (the rule's log) in every case; ``output`` is written only when the run passes,
+    so a task that does not train stops the study and Snakemake keeps no stale verdict.
+
+    Returns:
+        0 if the run passes :data:`~rlscale.study.verdict.VALIDATION_CRITERION`, else non-zero.
+    """
     command = rlscale_command("train", *cell.argv(), "--max_iterations", str(iterations), "--log_root", str(run_root))
     code = run_leased(
         command,
+        gpus=gpus,
+        granted=granted,
+        world_size=1,
+        rule="validate",
         before=lambda: shutil.rmtree(run_root, ignore_errors=True),  # A stale manifest must not pass for this run's.
-        **lease,
     )
     if code == GRANT_EXIT_CODE:
         return code
