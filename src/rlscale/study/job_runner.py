@@ -101,10 +101,10 @@ def run_leased(
 
     The host is held alone when ``rule`` is one of :data:`EXCLUSIVE_HOST_RULES`, else shared; always before the GPUs,
     the order that keeps two jobs from each holding what the other waits for. The GPUs are shared when ``rule`` is one
-    of :data:`SHARED_GPU_RULES`, else held alone. ``CUDA_VISIBLE_DEVICES`` is set to the
-    leased ids. Inside a SLURM job the allocation already owns its GPUs, so none is leased. No port is passed: on one
-    node torchrun's rendezvous takes a free one from the kernel, so two jobs (of this study or another) never meet on
-    one.
+    of :data:`SHARED_GPU_RULES`, else held alone. ``CUDA_VISIBLE_DEVICES`` is set to the leased ids. Inside a SLURM
+    job the allocation already owns its GPUs, so none is leased. No port is passed: on one node torchrun's rendezvous
+    takes a free one from the kernel (:mod:`rlscale.launch.torchrun`), so two jobs (of this study or another) never
+    meet on one.
 
     Args:
         command: Command to run (``rlscale ...``).

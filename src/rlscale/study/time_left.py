@@ -4,10 +4,9 @@ A logging handler on Snakemake's logger reads the events Snakemake publishes to 
 per rule (``RUN_INFO``), each job's start (``JOB_INFO``) and end (``JOB_FINISHED``), and the progress (``PROGRESS``).
 A job's expected time is the median time of its rule's finished jobs (while its rule has none, the longest such
 median: a rule not yet seen is more often a long one), counted from its start to its end as Snakemake saw them, lease
-waits included. The work left is the expected
-time of the jobs not yet started plus what remains of the running ones; it is divided by the concurrency seen so far
-(job time, finished and running, per second since the first job started), so jobs that share the host, and jobs that
-queue for one GPU, both count as they ran.
+waits included. The work left is the expected time of the jobs not yet started plus what remains of the running ones;
+it is divided by the concurrency seen so far (job time, finished and running, per second since the first job
+started), so jobs that share the host, and jobs that queue for one GPU, both count as they ran.
 """
 
 from __future__ import annotations
