@@ -247,8 +247,8 @@ CATALOGUE = [
          "use a value >= 1", how="snakemake"),
     case("snakemake-world-size-across-nodes", "device: cuda\nworld_sizes: [1, 12]", "world_sizes", "12",
          "use multiples", how="snakemake"),
-    case("snakemake-envs-of-dropped-task", "tasks: [Isaac-Cartpole-Direct]", "num_envs_per_task.Rlscale-Ant",
-         "not in tasks", "num_envs_per_task: null", how="snakemake"),
+    case("snakemake-envs-of-dropped-task", "tasks: [Isaac-Cartpole-Direct]\nnum_envs_per_task: {Rlscale-Ant: [64]}",
+         "num_envs_per_task.Rlscale-Ant", "not in tasks", "num_envs_per_task: null", how="snakemake"),
 ]  # fmt: skip
 
 

@@ -116,8 +116,16 @@ def test_the_study_plans_its_parity_runs(toy_library):
     """A study of the toy library alone passes the schema (whose library values the record fills in) and its parity
     runs take as many iterations as their budget of global env steps needs at its rollout length."""
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["tasks"] = [CARTPOLE]
     config["libraries"] = [{"name": NAME}]
     config["agent_overrides"] = {NAME: ["agent.optim.learning_rate=5e-4"]}
+    config["parity"] = {
+        **config["parity"],
+        "max_env_steps": {CARTPOLE: 8_000_000},
+        "target": {CARTPOLE: {"metric": "mean_episode_length", "at_least": 290}},
+        "num_envs_per_rank": {CARTPOLE: 4096},
+        "libraries": {},
+    }
     validate_schema(config, ROOT / "workflow" / "schemas" / "config.schema.yaml")
     study = effective_config(config, {"CUDA_VISIBLE_DEVICES": "0,1"}, nvml_count=lambda: 0, hardware_probe=lambda: None)
     cells = [cell for cell in parity_cells(study, [NAME]) if cell["task"] == CARTPOLE]

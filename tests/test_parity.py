@@ -51,6 +51,10 @@ NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}
 TWO_GPUS = {"CUDA_VISIBLE_DEVICES": "0,1"}
 
 
+FULL_MATRIX = yaml.safe_load((ROOT / "config" / "studies" / "full_matrix.yaml").read_text())
+"""The full-matrix study's overlay: Cartpole, Ant and the Go1, each with a parity target."""
+
+
 def study_config(*overlays: dict, environ=TWO_GPUS) -> dict:
     """The default config with overlays merged key by key (as Snakemake's --configfile does), validated and
     resolved."""
@@ -330,10 +334,10 @@ class TestConfig:
             variant_knobs("lr-cubic_norm-library")
 
     def test_gpu_cells(self):
-        """The default config on a GPU host: Cartpole with every library, Ant and Go1 with rsl_rl, 3 seeds, world
+        """The full-matrix study on a GPU host: Cartpole with every library, Ant and Go1 with rsl_rl, 3 seeds, world
         sizes 1 and 2, each run as many iterations as its budget of global env steps takes; Go1's target is an error,
         reached from above."""
-        study = study_config()
+        study = study_config(FULL_MATRIX)
         cells = parity_cells(study, list(LIBRARIES))
         pairs = {(cell["task"], cell["rl_library"]) for cell in cells}
         assert pairs == {(CARTPOLE, library) for library in LIBRARIES} | {(ANT, "rsl_rl"), (GO1, "rsl_rl")}
@@ -374,7 +378,7 @@ class TestConfig:
         from rlscale.study.config import StudyConfigError
 
         with pytest.raises((ValueError, StudyConfigError), match=message):
-            check_config(study_config({"parity": parity}))
+            check_config(study_config(FULL_MATRIX, {"parity": parity}))
 
     def test_world_size_one_is_needed(self):
         from rlscale.study.checks import check_config

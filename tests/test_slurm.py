@@ -257,6 +257,7 @@ class TestStudyOnSlurm:
         host."""
         submitted = submitted_jobs(study.output)
         assert {job["rule"] for job in submitted.values()} == {
+            "check_task",
             "validate",
             "probe",
             "train",
