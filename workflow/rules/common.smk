@@ -105,11 +105,14 @@ os.environ.setdefault(
     str(Path("logs", STUDY["study"], "jax_cache").resolve()),
 )
 # Every leased job command appends its waits and run time here (rlscale.study.job_times); the aggregate rule tables
-# them, each Snakemake call apart (a study continued by a later call keeps both).
+# them, each Snakemake call apart (a study continued by a later call keeps both). A job step that parses the workflow
+# again (a SLURM job) keeps the call it inherited from the Snakemake that submitted it.
 os.environ[JOB_TIMES_ENV] = str(
     Path("logs", STUDY["study"], "job_times.jsonl").resolve()
 )
-os.environ[STUDY_CALL_ENV] = datetime.now().astimezone().isoformat(timespec="seconds")
+os.environ.setdefault(
+    STUDY_CALL_ENV, datetime.now().astimezone().isoformat(timespec="seconds")
+)
 LIBRARIES = {entry["name"]: entry for entry in STUDY["libraries"]}
 ENV_ONLY = "env-only"  # The library segment of runtime bundles: the runtime benchmark steps the env without one.
 WORLD_SIZES = sorted(STUDY["world_sizes"])
