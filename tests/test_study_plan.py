@@ -113,7 +113,7 @@ def test_plan_lines_name_cells_runs_and_budgets():
         "pair(s): 6 training cell(s), 18 benchmark run(s) (3 seed(s)), 6 train run(s)"
     )
     assert lines[1].startswith(
-        "plan budgets per run: check_task at 256 envs; validate 10 iterations and train 50 at the task's largest env"
+        "plan budgets per run: check_task at 256 envs; validate 10 iterations and train 30 at the task's largest env"
     )
     assert lines[2] == "plan parity: at most these global env steps per run: Rlscale-Go1-Flat 60,000,000"
 
@@ -333,8 +333,8 @@ MISTAKES = [
     ("cluster-case", "cluster: SLURM\n", "0,1",
      "config: cluster (from mine.yaml): 'SLURM' is not one of ['local', 'slurm']; use one of local, slurm"),
     ("checkpoint-interval", "checkpoint_interval: 100\n", "0,1",
-     "config: checkpoint_interval=100 (from mine.yaml) is above iterations.train=50: a train run would save no "
-     "checkpoint before its end, so a rerun after a crash would start over; use at most 50"),
+     "config: checkpoint_interval=100 (from mine.yaml) is above iterations.train=30: a train run would save no "
+     "checkpoint before its end, so a rerun after a crash would start over; use at most 30"),
     ("budget-8e6", "parity:\n  max_env_steps: {Isaac-Cartpole-Direct: 8e6}\n", "0,1",
      "config: parity.max_env_steps.Isaac-Cartpole-Direct (from mine.yaml): '8e6' is not of type 'number'; YAML reads "
      "8e6 as text; write 8000000"),

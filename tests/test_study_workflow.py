@@ -273,7 +273,7 @@ class TestDryRun:
         result = snakemake(tmp_path, "-n", "--configfile", CONFIG, env=job_env(tmp_path, CUDA_VISIBLE_DEVICES="0,1"))
         assert result.returncode == 0, result.stderr[-2000:]
         counts = dict(re.findall(r"^(\w+)\s+(\d+)$", result.stdout, re.MULTILINE))
-        libraries, sizes, seeds = 3, 2, 3
+        libraries, sizes, seeds = 3, 2, 2
         assert (counts["check_task"], counts["validate"], counts["probe"]) == ("1", str(libraries), "1")
         assert counts["plan"] == counts["train"] == counts["benchmark"] == str(libraries * sizes)
         assert counts["benchmark_single_seed"] == str(libraries + 1)
@@ -357,9 +357,9 @@ class TestDryRun:
         train4 = next(job for wildcards, job in trains.items() if "ws=4" in wildcards and "Cartpole" in wildcards)
         assert "gpu=4" in train4["resources"]
         assert "--world_size 4 --device cuda --granted_gpus 4" in train4["shell"]
-        assert "--num_envs 1024 --max_iterations 50" in train4["shell"]
+        assert "--num_envs 1024 --max_iterations 30" in train4["shell"]
         ant4 = next(job for wildcards, job in trains.items() if "ws=4" in wildcards and "Rlscale-Ant" in wildcards)
-        assert "--num_envs 16384 --max_iterations 50" in ant4["shell"]  # num_envs_per_task: its largest.
+        assert "--num_envs 16384 --max_iterations 30" in ant4["shell"]  # num_envs_per_task: its largest.
 
     def test_agent_overrides_reach_every_run_of_their_library(self, tmp_path):
         """A library's agent_overrides are on its validate, plan/train, benchmark and parity command lines, and on

@@ -44,9 +44,25 @@ def test_a_successful_job_runs_torchrun_with_the_arguments(monkeypatch):
     )
 
 
-def test_one_node_without_a_rendezvous_takes_a_free_port(monkeypatch):
+def parser_defaulting_the_master_port(monkeypatch) -> None:
+    """torchrun's parser as torch 2.11 has it: an unnamed --master_port parses as 29500 (torch 2.13: None)."""
+    parse_args = torchrun.run.parse_args
+
+    def parse_with_default(args):
+        parsed = parse_args(args)
+        parsed.master_port = 29500 if parsed.master_port is None else parsed.master_port
+        return parsed
+
+    monkeypatch.setattr(torchrun.run, "parse_args", parse_with_default)
+
+
+@pytest.mark.parametrize("default_port", [False, True], ids=["torch-2.13-parser", "torch-2.11-parser"])
+def test_one_node_without_a_rendezvous_takes_a_free_port(monkeypatch, default_port):
     """No port named on one node: a c10d rendezvous on localhost:0 (the kernel's free port), never torch 2.11's fixed
     29500 that two jobs of one host would both bind."""
+    monkeypatch.delenv("PET_MASTER_PORT", raising=False)
+    if default_port:
+        parser_defaulting_the_master_port(monkeypatch)
     for nnodes in ([], ["--nnodes", "1"]):
         parsed = launched(monkeypatch, [*nnodes, "--nproc_per_node", "1", "worker.py"])
         assert (parsed.rdzv_backend, parsed.rdzv_endpoint) == ("c10d", "localhost:0")
@@ -57,12 +73,14 @@ def test_one_node_without_a_rendezvous_takes_a_free_port(monkeypatch):
     "named",
     [
         ["--master_port", "29512"],
+        ["--master-port=29512"],
         ["--rdzv_backend", "c10d", "--rdzv_endpoint", "node0:29400"],
         ["--nnodes", "2", "--master_addr", "node0", "--master_port", "29400"],
         ["--standalone"],
     ],
 )
 def test_a_named_rendezvous_is_left_to_torchrun(monkeypatch, named):
+    parser_defaulting_the_master_port(monkeypatch)
     parsed = launched(monkeypatch, [*named, "--nproc_per_node", "1", "worker.py"])
     assert parsed.rdzv_endpoint != "localhost:0"  # --standalone: torchrun's own run makes it localhost:0 itself
     assert parsed.rdzv_backend == ("static" if "--rdzv_backend" not in named else "c10d")
@@ -117,3 +135,16 @@ def test_repeats_of_a_signal_burst_never_reach_torchruns_handler():
         assert raised.value.sigval == signal.SIGINT
         assert elastic_api._terminate_process_handler(signal.SIGINT, None) is None  # the forward: dropped
     assert elastic_api._terminate_process_handler is original
+
+
+def test_a_master_port_from_the_environment_is_left_to_torchrun(monkeypatch):
+    monkeypatch.setenv("PET_MASTER_PORT", "29512")
+    parsed = launched(monkeypatch, ["--nproc_per_node", "1", "worker.py"])
+    assert (parsed.rdzv_backend, parsed.master_port) == ("static", 29512)
+
+
+def test_a_master_port_among_the_scripts_arguments_names_none(monkeypatch):
+    monkeypatch.delenv("PET_MASTER_PORT", raising=False)
+    parser_defaulting_the_master_port(monkeypatch)
+    parsed = launched(monkeypatch, ["--nproc_per_node", "1", "worker.py", "--master_port", "1"])
+    assert parsed.rdzv_endpoint == "localhost:0"

@@ -193,6 +193,7 @@ def robot_quotes(root: Path) -> list[Quote]:
     quotes += evaluation_quotes(root, "G1", "g1_learning/evaluation_it475.json")
     quotes += evaluation_quotes(root, "G1, walking", "g1_walks/evaluation_it175.json", rows=False)
     quotes += evaluation_quotes(root, "G1, walking", "g1_walks/evaluation_it375.json")
+    quotes += evaluation_quotes(root, "Go1, walking", "go1_walks/evaluation.json", rows=False)
     quotes += walking_g1_time_quotes(root)
     manifest = json.loads((root / RESULTS / "go1_learning" / "manifest.json").read_text())
     wall = datetime.fromisoformat(manifest["end_time"]) - datetime.fromisoformat(manifest["start_time"])

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import uuid
 from collections.abc import Iterator
@@ -56,18 +57,33 @@ def one_shutdown_per_burst() -> Iterator[None]:
         elastic_api._terminate_process_handler = handler
 
 
-def rendezvous_on_a_free_port(args: argparse.Namespace) -> None:
+MASTER_PORT_FLAGS = ("--master-port", "--master_port")
+
+
+def names_a_master_port(args: list[str], training_script: str) -> bool:
+    """Whether torchrun's own options (those before the training script) or its environment name a master port.
+
+    The parsed value cannot tell: torch 2.11 defaults it to 29500, torch 2.13 to ``None``.
+    """
+    launcher_args = args[: args.index(training_script)] if training_script in args else args
+    named = any(arg.split("=", 1)[0] in MASTER_PORT_FLAGS for arg in launcher_args)
+    return named or "PET_MASTER_PORT" in os.environ
+
+
+def rendezvous_on_a_free_port(parsed: argparse.Namespace, args: list[str]) -> None:
     """Give a one-node launch that names no rendezvous a c10d one on a free localhost port, as torch 2.13 does."""
-    unnamed = args.rdzv_backend == "static" and not args.rdzv_endpoint and args.master_port is None
-    if unnamed and not args.standalone and run.parse_min_max_nnodes(args.nnodes)[1] == 1:
-        args.rdzv_backend, args.rdzv_endpoint, args.rdzv_id = "c10d", "localhost:0", str(uuid.uuid4())
+    unnamed = parsed.rdzv_backend == "static" and not parsed.rdzv_endpoint
+    unnamed = unnamed and not names_a_master_port(args, parsed.training_script)
+    if unnamed and not parsed.standalone and run.parse_min_max_nnodes(parsed.nnodes)[1] == 1:
+        parsed.rdzv_backend, parsed.rdzv_endpoint, parsed.rdzv_id = "c10d", "localhost:0", str(uuid.uuid4())
 
 
 @record
 def launch(args: list[str] | None) -> None:
     """torchrun's own ``main`` (its ``record`` decorator included), with :func:`rendezvous_on_a_free_port`."""
+    args = sys.argv[1:] if args is None else args
     parsed = run.parse_args(args)
-    rendezvous_on_a_free_port(parsed)
+    rendezvous_on_a_free_port(parsed, args)
     run.run(parsed)
 
 
