@@ -42,9 +42,9 @@ HISTORY_PATTERNS = {
 a job's attempt, round-robin)."""
 HISTORY = re.compile("|".join(f"(?:{pattern})" for pattern in HISTORY_PATTERNS), re.IGNORECASE)
 HISTORY_EXEMPT = {"CHANGELOG.md", "tests/test_docs.py"}
+"""The changelog is history by design; this file states the patterns and samples of what they catch."""
 GENERATED_REPORT = "report.html"
 """Snakemake's study report: its bundled JavaScript libraries carry their own comments, none of them ours."""
-"""The changelog is history by design; this file states the patterns and samples of what they catch."""
 
 MAX_MEDIAN_WORDS = 20
 MAX_WORDS = 45
