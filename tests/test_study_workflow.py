@@ -310,9 +310,10 @@ class TestDryRun:
         assert not re.search(r"evaluate/\w+/(Isaac-Cartpole-Direct|Rlscale-Ant)/", result.stdout)
 
     def test_robots_study_evaluates_every_train_and_parity_run(self, tmp_path):
-        """The robots study on one GPU plans one evaluation per train run and per parity run of each robot, each on
-        one GPU, the parity runs' at every checkpoint; an overlay that adds Cartpole (with a parity target) adds its
-        train and parity runs but no evaluation of them. The plan printed at parse time names the stage."""
+        """The robots study on one GPU plans one evaluation per train run of each robot and per parity run of the Go1
+        (the one robot with a parity target there), each on one GPU, the parity runs' at every checkpoint; an overlay
+        that adds Cartpole (with a parity target) adds its train and parity runs but no evaluation of them. The plan
+        printed at parse time names the stage."""
         overlay = tmp_path / "cartpole.yaml"
         overlay.write_text(
             "tasks: [Rlscale-Go1-Flat, Rlscale-G1-Flat, Isaac-Cartpole-Direct]\n"
@@ -332,7 +333,9 @@ class TestDryRun:
             (job["rule"].removeprefix("evaluate_"), job["wildcards"]): job for job in jobs if "evaluate" in job["rule"]
         }
         robot_runs = {run for run in runs if "task=Rlscale-" in run[1]}
-        assert len(robot_runs) == 2 + 2 * 2 and any("Isaac-Cartpole-Direct" in run[1] for run in runs)
+        parity_robots = {run[1].split("task=")[1].split(",")[0] for run in robot_runs if run[0] == "parity"}
+        assert len(robot_runs) == 2 + 2 and parity_robots == {"Rlscale-Go1-Flat"}  # two robots' train, Go1's 2 seeds
+        assert any("Isaac-Cartpole-Direct" in run[1] for run in runs)
         assert set(evaluations) == robot_runs  # each robot run once, no Cartpole run
         for (stage, _), job in evaluations.items():
             assert "gpu=1" in job["resources"] and "--device cuda --granted_gpus 1 " in job["shell"]

@@ -19,7 +19,8 @@ index modulo 5, held fixed (the env's resampling is defeated by rewriting state.
 (pert_config.enable False) and no observation noise (noise_config.level 0), nominal model. Per env: the mean over its
 steps, up to its first termination, of |cmd_xy - v_xy| (base frame, from the free joint as rlscale computes it) and
 |cmd_yaw - w_z|; fell = terminated before the episode's end. The eval's seconds (and Brax's own eval time) are
-subtracted from the wall time, so training_wall_s counts training and compilation only.
+subtracted from the wall time, so training_wall_s counts training and compilation only. With --stop_at the run ends
+at the first tracking eval within the target (status target_reached, that eval in target_reached).
 
 Offline placeholders. Playground loads the Go1 with the menagerie's unitree_go1/assets (mjx_env.MENAGERIE_PATH) and
 git-clones the menagerie when that folder is missing. Its scene XMLs include only Playground's own XMLs; the
@@ -68,20 +69,42 @@ def parse_args(argv):
     add("--num_envs", type=int, help="default: the config's (8192)")
     add("--batch_size", type=int, help="default: the config's (256); batch_size*num_minibatches divisible by envs")
     add("--num_evals", type=int, help=f"default: the config's (10); --throughput_only: {THROUGHPUT_EVALS}")
+    add("--num_resets_per_eval", type=int, help="default: the config's (10); envs reset this often per eval interval")
     add("--episode_length", type=int, help="default: the env config's (1000 steps, 20 s); training and evals")
     add("--seed", type=int, default=1)
     add("--eval_envs", type=int, default=1000, help="tracking-eval envs, split among the 5 commands")
     add("--output", default="go1_anchor.json")
     add("--skip_tracking_eval", action="store_true")
+    add("--skip_brax_eval", action="store_true", help="no Brax evaluation (its eval reward): about 40 s each saved")
+    add(
+        "--stop_at",
+        metavar="LIN_ERROR,FALL_RATE",
+        type=stop_at,
+        help="end the run at the first tracking eval with linear error <= LIN_ERROR m/s and fall rate < FALL_RATE",
+    )
     add("--no_domain_randomization", action="store_true")
     add("--throughput_only", action="store_true", help="a short run for a steady env-steps/s: no evals at all")
     args = parser.parse_args(argv)
-    for name in ("num_timesteps", "num_envs", "batch_size", "num_evals", "episode_length"):
+    for name in ("num_timesteps", "num_envs", "batch_size", "num_evals", "num_resets_per_eval", "episode_length"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
     if args.eval_envs < len(EVALUATION_COMMANDS):
         parser.error(f"--eval_envs {args.eval_envs}: need one env per command ({len(EVALUATION_COMMANDS)})")
+    if args.stop_at and (args.skip_tracking_eval or args.throughput_only):
+        parser.error("--stop_at needs the tracking evals (no --skip_tracking_eval or --throughput_only)")
     return args
+
+
+def stop_at(text: str) -> tuple[float, float]:
+    try:
+        lin_error, fall_rate = (float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected LIN_ERROR,FALL_RATE, e.g. 0.25,0.05") from None
+    return lin_error, fall_rate
+
+
+class TargetReached(Exception):
+    """Raised from the tracking eval that met --stop_at: it ends brax's training loop."""
 
 
 def tetrahedron_stl(size: float) -> bytes:
@@ -283,7 +306,7 @@ def run(args, output: Path, jax, shim: list[str], cache_dir, placeholders: dict)
     from mujoco_playground.config import locomotion_params
 
     ppo_params = locomotion_params.brax_ppo_config(ENV_NAME, "jax")
-    for name in ("num_envs", "batch_size", "episode_length"):
+    for name in ("num_envs", "batch_size", "episode_length", "num_resets_per_eval"):
         if getattr(args, name) is not None:
             ppo_params[name] = getattr(args, name)
     if args.throughput_only:
@@ -295,6 +318,7 @@ def run(args, output: Path, jax, shim: list[str], cache_dir, placeholders: dict)
         ppo_params.num_evals = args.num_evals or ppo_params.num_evals
         ppo_params.num_timesteps = args.num_timesteps or ppo_params.num_timesteps
     track = not (args.skip_tracking_eval or args.throughput_only)
+    run_brax_evals = not (args.skip_brax_eval or args.throughput_only)
 
     def env_config():
         cfg = registry.get_default_config(ENV_NAME)
@@ -326,7 +350,9 @@ def run(args, output: Path, jax, shim: list[str], cache_dir, placeholders: dict)
         "menagerie_placeholders": placeholders,
         "ppo_config": ppo_params.to_dict(),
         "brax_num_eval_envs": num_eval_envs,
-        "brax_run_evals": not args.throughput_only,
+        "brax_run_evals": run_brax_evals,
+        "stop_at": args.stop_at and {"lin_vel_error_at_most": args.stop_at[0], "fall_rate_below": args.stop_at[1]},
+        "target_reached": None,
         "domain_randomization": randomizer is not None,
         "env_config": env._config.to_dict(),
         "tracking_eval": None,
@@ -401,6 +427,9 @@ def run(args, output: Path, jax, shim: list[str], cache_dir, placeholders: dict)
             write_json(output, result)
             print(f"tracking: {current_step} env steps, lin error {summary['lin_vel_error']:.3f} m/s, "
                   f"falls {100 * summary['fall_rate']:.1f} %, eval {seconds:.1f} s", file=sys.stderr)  # fmt: skip
+            if args.stop_at and summary["lin_vel_error"] <= args.stop_at[0] and summary["fall_rate"] < args.stop_at[1]:
+                result["target_reached"] = result["tracking"][-1]
+                raise TargetReached
 
     write_json(output, result)
     try:
@@ -413,18 +442,20 @@ def run(args, output: Path, jax, shim: list[str], cache_dir, placeholders: dict)
             wrap_env_fn=wrapper.wrap_for_brax_training,
             randomization_fn=randomizer,
             num_eval_envs=num_eval_envs,
-            run_evals=not args.throughput_only,
+            run_evals=run_brax_evals,
             progress_fn=progress,
             policy_params_fn=policy_params_fn,
         )
+    except TargetReached:
+        pass
     except BaseException as error:
         result["status"] = f"crashed: {type(error).__name__}: {error}"
         write_json(output, result)
         raise
-    result["status"] = "completed"
+    result["status"] = "target_reached" if result["target_reached"] else "completed"
     result["wall_s"] = since_start()
     write_json(output, result)
-    throughput = result["throughput"]["env_steps_per_s"]
+    throughput = (result["throughput"] or {}).get("env_steps_per_s")
     print(f"done: {result['wall_s']:.1f} s, steady {throughput or float('nan'):.0f} env steps/s, {output}",
           file=sys.stderr)  # fmt: skip
 

@@ -137,8 +137,8 @@ def training_throughput_quotes(root: Path) -> list[Quote]:
 
 
 def brax_anchor_quotes(root: Path) -> list[Quote]:
-    """Brax PPO beside rlscale (results/h200/robots/brax_anchor/): its steady throughput over the completed runs, the
-    time before its first training iteration, its tracking errors, and rlscale's evaluated checkpoints."""
+    """Brax PPO's throughput (results/h200/robots/brax_anchor/throughput/): its steady env steps/s over the completed
+    runs and the time before its first training iteration."""
     anchor = root / RESULTS / "brax_anchor"
     runs = [json.loads(path.read_text()) for path in sorted((anchor / "throughput").glob("brax_repeat*.json"))]
     done = [run for run in runs if run["status"] == "completed"]
@@ -151,24 +151,110 @@ def brax_anchor_quotes(root: Path) -> list[Quote]:
     quotes = [Quote(ROBOTS_DOC, "Brax PPO throughput at 8192 envs", text)]
     text = f"a steady {statistics.median(rates):.0f} k env steps/s at its 8192"
     quotes.append(Quote(RESULTS_DOC, "Brax PPO throughput at 8192 envs", text))
-    brax = json.loads((anchor / "to_target" / "brax_to_target.json").read_text())
-    errors = ", ".join(
-        f"{entry['lin_vel_error']:.3f} m/s at {entry['env_steps'] / 1e6:.1f} M" for entry in brax["tracking"]
+    return quotes
+
+
+TARGET = (0.25, 0.05)
+"""The Go1's evaluated target: linear error at most 0.25 m/s, falls below 5 %."""
+DRIVER_LINE = re.compile(r"rlscale:\d+ model_(\d+) at ([\d.]+) s: lin ([\d.]+) falls ([\d.]+) %")
+"""A seed's evaluation summary as the GPU call's log printed it (seed 1 keeps only that and two of its JSON files)."""
+
+
+def rlscale_checkpoints(run: Path) -> list[tuple[int, float, float, float]]:
+    """(iteration, s since process start, linear error, fall rate) per evaluated checkpoint, from its JSON files and,
+    where a run has ``driver.log``, from the summaries printed there (checked against the JSON files it has)."""
+    times = json.loads((run / "checkpoint_times.json").read_text())
+    from_files = {}
+    for path in run.glob("eval_model_*.json"):
+        summary = json.loads(path.read_text())["summary"]
+        iteration = int(path.stem.removeprefix("eval_model_"))
+        from_files[iteration] = (times[f"model_{iteration}"], summary["lin_vel_error_mps"], summary["fall_rate"])
+    if not (run / "driver.log").exists():
+        return sorted((iteration, *values) for iteration, values in from_files.items())
+    printed = {
+        int(it): (float(at), float(lin), float(falls) / 100)
+        for it, at, lin, falls in DRIVER_LINE.findall((run / "driver.log").read_text())
+    }
+    for iteration, (at, lin, falls) in from_files.items():
+        assert printed[iteration] == (round(at, 1), round(lin, 3), round(falls, 3)), (run, iteration)
+    return sorted((iteration, *values) for iteration, values in printed.items())
+
+
+def go1_to_target_quotes(root: Path) -> list[Quote]:
+    """Brax PPO and rlscale to the Go1's evaluated target, 3 seeds each from empty compilation caches: a row per seed,
+    the medians and their ratio, and where each side's time goes."""
+    folder = root / RESULTS / "brax_anchor" / "to_target"
+    quotes, brax_times, rlscale_times = [], [], []
+    brax_starts, brax_first, brax_rates, rlscale_starts, rlscale_rates, samples, iterations, relapses = (
+        [] for _ in range(8)
     )
-    quotes.append(Quote(ROBOTS_DOC, "Brax PPO tracking errors", errors))
-    reward = brax["records"][-1]
-    text = f"eval reward {reward['eval_episode_reward']:.1f} at {reward['env_steps'] / 1e6:.1f} M env steps"
-    quotes.append(Quote(ROBOTS_DOC, "Brax PPO eval reward", text))
-    rlscale = anchor / "to_target" / "rlscale_to_target_16384"
-    started = json.loads((rlscale / "start.json").read_text())["process_start_unix_s"]
-    for evaluation in sorted((rlscale / "evaluations").glob("model_*.json"), key=lambda path: int(path.stem[6:])):
-        summary = json.loads(evaluation.read_text())["summary"]
-        since = float(evaluation.with_suffix(".mtime").read_text()) - started
-        row = (
-            f"| {evaluation.stem[6:]} | {since:.0f} | {summary['lin_vel_error_mps']:.3f} | "
-            f"{100 * summary['fall_rate']:.0f} % |"
+    for seed in (1, 2, 3):
+        brax = json.loads((folder / f"brax_s{seed}.json").read_text())
+        reached = brax["target_reached"]
+        brax_times.append(reached["training_wall_s"])
+        brax_starts.append(brax["tracking"][0]["training_wall_s"])
+        brax_first.append(brax["tracking"][1]["training_wall_s"])
+        brax_rates.append(brax["throughput"]["env_steps_per_s"])
+        run = folder / f"rlscale_s{seed}"
+        checkpoints = rlscale_checkpoints(run)
+        iteration, at, lin, falls = next(c for c in checkpoints if c[2] <= TARGET[0] and c[3] < TARGET[1])
+        rlscale_times.append(at)
+        iterations.append(iteration)
+        later = [c for c in checkpoints if c[0] > iteration]
+        worst = max(later, key=lambda c: c[3], default=None)
+        if worst and worst[3] >= TARGET[1]:
+            relapses.append((worst[3], seed, worst[0]))
+        rlscale_starts.append(json.loads((run / "checkpoint_times.json").read_text())["model_0"])
+        first = iteration == checkpoints[0][0]  # met at the first evaluated checkpoint: maybe sooner
+        rlscale_time = (
+            f"≤ {at:.0f} (iteration {iteration}, the first evaluated)" if first else f"{at:.0f} (iteration {iteration})"
         )
-        quotes.append(Quote(ROBOTS_DOC, f"rlscale to-target checkpoint {evaluation.stem}", row))
+        row = (
+            f"| {seed} | {reached['training_wall_s']:.0f} ({reached['env_steps'] / 1e6:.1f} M) | {rlscale_time} | "
+            f"{lin:.3f} m/s, {100 * falls:.1f} % |"
+        )
+        quotes.append(Quote(ROBOTS_DOC, f"Go1 to target, seed {seed}", row))
+        if (run / "train.log").exists():
+            rlscale_rates.append(training_rate(run / "train.log")[1])
+            manifest = json.loads((run / "manifest.json").read_text())
+            samples.append(manifest["iterations"][0]["env_steps"])  # env steps per iteration
+    brax_median, rlscale_median = statistics.median(brax_times), statistics.median(rlscale_times)
+    text = (
+        f"Medians: Brax PPO {brax_median:.0f} s, rlscale {rlscale_median:.0f} s, "
+        f"{rlscale_median / brax_median:.2f} × Brax PPO's time"
+    )
+    for document in (ROBOTS_DOC, RESULTS_DOC, str(RESULTS / "brax_anchor" / "README.md")):
+        quotes.append(Quote(document, "Go1 to target, medians", text))
+    sooner = "Every" if max(rlscale_times) < min(brax_times) else "Not every"
+    text = f"{sooner} rlscale seed was sooner than every Brax seed"
+    quotes.append(Quote(ROBOTS_DOC, "Go1 to target, seeds compared", text))
+    text = "Later checkpoints fell in up to " + " and ".join(
+        f"{100 * falls:.1f} %{' of episodes' if index == 0 else ''} (seed {seed}, iteration {iteration})"
+        for index, (falls, seed, iteration) in enumerate(relapses)
+    )
+    quotes.append(Quote(ROBOTS_DOC, "rlscale's falls after the target", text))
+    (per_iteration,) = set(samples)
+    text = (
+        f"Brax PPO's untrained policy exists {min(brax_starts):.0f}–{max(brax_starts):.0f} s after its start, and its "
+        f"first 10.6 M env steps end {min(brax_first):.0f}–{max(brax_first):.0f} s after it"
+    )
+    quotes.append(Quote(ROBOTS_DOC, "Brax PPO's start", text))
+    text = f"a steady {min(brax_rates) / 1e3:.0f}–{max(brax_rates) / 1e3:.0f} k env steps/s"
+    quotes.append(Quote(ROBOTS_DOC, "Brax PPO's rate in the to-target runs", text))
+    text = (
+        f"rlscale writes its iteration-0 checkpoint {min(rlscale_starts):.0f}–{max(rlscale_starts):.0f} s after its "
+        f"start and trains at {statistics.median(rlscale_rates) / 1e6:.2f} M env steps/s"
+    )
+    quotes.append(Quote(ROBOTS_DOC, "rlscale's start and rate in the to-target runs", text))
+    filmed = json.loads((folder / "rlscale_s3" / "checkpoint_times.json").read_text())["model_299"]
+    text = f"its last checkpoint (iteration 299, {filmed:.0f} s after its start), filmed on the H200"
+    quotes.append(Quote(ROBOTS_DOC, "the Go1 GIF's checkpoint", text))
+    low, high = min(iterations), max(iterations)
+    text = (
+        f"iterations {low}–{high}, {(low + 1) * per_iteration / 1e6:.0f}–{(high + 1) * per_iteration / 1e6:.0f} M env "
+        "steps"
+    )
+    quotes.append(Quote(ROBOTS_DOC, "rlscale's samples to the target", text))
     return quotes
 
 
@@ -226,4 +312,5 @@ def robot_quotes(root: Path) -> list[Quote]:
         *study_parity_quotes(root),
         *training_throughput_quotes(root),
         *brax_anchor_quotes(root),
+        *go1_to_target_quotes(root),
     ]

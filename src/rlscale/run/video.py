@@ -25,8 +25,8 @@ DEFAULT_GL = "egl"
 """MuJoCo's GL backend unless ``MUJOCO_GL`` names one: EGL renders without a display, on a GPU through its driver and
 on a CPU through Mesa."""
 GL_INSTALL_HINTS = {
-    "egl": "install EGL and Mesa's drivers (Debian/Ubuntu: apt-get install libegl1 libgl1-mesa-dri), or on a GPU host "
-    "the driver's EGL library",
+    "egl": "install the EGL loader (Debian/Ubuntu: apt-get install libegl1 libopengl0), which draws through the GPU "
+    "driver's EGL where it has one (NVIDIA: libEGL_nvidia.so.0) and otherwise through Mesa's (libgl1-mesa-dri)",
     "osmesa": "install OSMesa (Debian/Ubuntu: apt-get install libosmesa6)",
     "glfw": "GLFW needs a display; without one set MUJOCO_GL=egl",
 }
