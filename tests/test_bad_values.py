@@ -88,6 +88,8 @@ CATALOGUE = [
          "agent_overrides.skrl[0]", "agent.rollouts must be an integer", "'many'", how="study"),
     case("study-lease-timeout-text", "study: mine", "RLSCALE_LEASE_TIMEOUT_S='soon'", "number of seconds > 0",
          env={"RLSCALE_LEASE_TIMEOUT_S": "soon"}, how="study"),
+    case("study-lease-shared-jobs-zero", "study: mine", "RLSCALE_LEASE_SHARED_JOBS='0'", "whole number >= 1",
+         env={"RLSCALE_LEASE_SHARED_JOBS": "0"}, how="study"),
     case("study-lease-dir-read-only", "study: mine", f"RLSCALE_LEASE_DIR='{READ_ONLY}/lease'", "cannot write in",
          env={"RLSCALE_LEASE_DIR": f"{READ_ONLY}/lease"}, how="study"),
     # --- files: folders that cannot be written (a read-only file system refuses root too)

@@ -384,6 +384,22 @@ class TestGrantCheck:
         assert "train needs 2 GPU(s) for world size 2 but Snakemake granted resources.gpu=1" in err
         assert "Refusing to run on fewer GPUs" in err
 
+    @pytest.mark.parametrize(
+        ("rule", "slurm_job", "runs"),
+        [("train", None, True), ("evaluate", None, True), ("parity", None, False), ("train", "42", False)],
+    )
+    def test_a_grant_of_none(self, tmp_path, rule, slurm_job, runs):
+        """A job that shares its GPU asks Snakemake for none on one host and runs on a leased one; a job that holds its
+        GPU alone, or any job inside a SLURM allocation, granted none is refused."""
+        marker = tmp_path / "started"
+        command = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+        environ = {**os.environ, "RLSCALE_LEASE_DIR": str(tmp_path / "lease"), "RLSCALE_LEASE_GPUS": "0"}
+        environ.pop("SLURM_JOB_ID", None)
+        if slurm_job:
+            environ["SLURM_JOB_ID"] = slurm_job
+        code = run_leased(command, gpus=1, granted=0, world_size=1, environ=environ, rule=rule)
+        assert (code, marker.exists()) == ((0, True) if runs else (GRANT_EXIT_CODE, False))
+
     def test_matching_grant_runs_on_the_leased_ids(self, tmp_path):
         """With the right grant the command runs with CUDA_VISIBLE_DEVICES set to leased ids, and no port added:
         torchrun takes a free one, so that no fixed port can collide with another study's."""

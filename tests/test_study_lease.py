@@ -160,6 +160,28 @@ class TestGpuSharing:
         assert all(record["ids"] == ["0"] for record in records.values())
         assert any(overlaps(a, b) for a, b in itertools.combinations(records.values(), 2)), "no two ran together"
 
+    def test_at_most_the_shared_jobs_limit_share_one_gpu(self, lease_env, monkeypatch):
+        """With RLSCALE_LEASE_SHARED_JOBS=2 two shared leases hold the one GPU together; a third shared lease and a
+        lease alone wait, and the third gets the GPU once one of the two ends."""
+        monkeypatch.setenv("RLSCALE_LEASE_SHARED_JOBS", "2")
+        monkeypatch.setenv("RLSCALE_LEASE_GPUS", "0")
+        first, second = acquire(1, shared=True), acquire(1, shared=True)
+        assert first.gpu_ids == second.gpu_ids == ("0",)
+        with pytest.raises(LeaseError):
+            acquire(1, shared=True, timeout_s=0.5)
+        with pytest.raises(LeaseError):
+            acquire(1, timeout_s=0.5)
+        first.release()
+        with acquire(1, shared=True, timeout_s=30) as third, second:
+            assert third.gpu_ids == ("0",)
+
+    def test_a_full_gpu_sends_the_next_shared_job_to_another(self, lease_env, monkeypatch):
+        """With one shared job per GPU, two shared leases on a two-GPU pool take one GPU each."""
+        monkeypatch.setenv("RLSCALE_LEASE_SHARED_JOBS", "1")
+        monkeypatch.setenv("RLSCALE_LEASE_GPUS", "0,1")
+        with acquire(1, shared=True) as first, acquire(1, shared=True) as second:
+            assert (first.gpu_ids, second.gpu_ids) == (("0",), ("1",))
+
     @pytest.mark.parametrize("timed", ["parity", "probe"])
     def test_timed_job_holds_its_gpu_alone(self, tmp_path, lease_env, timed):
         """A job that times its run never shares its GPU with a job that times nothing, in either order."""

@@ -309,23 +309,29 @@ class TestDryRun:
         assert counts["evaluate_train"] == str(libraries * sizes) and counts["evaluate_parity"] == str(sizes * seeds)
         assert not re.search(r"evaluate/\w+/(Isaac-Cartpole-Direct|Rlscale-Ant)/", result.stdout)
 
-    def test_robots_study_evaluates_every_train_and_parity_run(self, tmp_path):
-        """The robots study on one GPU plans one evaluation per train run of each robot and per parity run of the Go1
-        (the one robot with a parity target there), each on one GPU, the parity runs' at every checkpoint; an overlay
-        that adds Cartpole (with a parity target) adds its train and parity runs but no evaluation of them. The plan
+    def test_robots_study_evaluates_every_robot_run(self, tmp_path):
+        """The robots study on one GPU trains and evaluates both robots and plans no parity run. An overlay that gives
+        the Go1 and Cartpole parity targets adds their parity runs, and an evaluation of each Go1 run (the parity runs'
+        at every checkpoint) but of no Cartpole run. Every evaluation uses one GPU, shared through the lease. The plan
         printed at parse time names the stage."""
-        overlay = tmp_path / "cartpole.yaml"
-        overlay.write_text(
-            "tasks: [Rlscale-Go1-Flat, Rlscale-G1-Flat, Isaac-Cartpole-Direct]\n"
-            "parity:\n  max_env_steps: {Isaac-Cartpole-Direct: 8000000}\n"
-            "  target: {Isaac-Cartpole-Direct: {metric: mean_episode_length, at_least: 290}}\n"
-        )
         robots = str(ROOT / "config" / "studies" / "robots.yaml")
         env = job_env(tmp_path, CUDA_VISIBLE_DEVICES="0")
-        result = snakemake(
-            tmp_path, "-n", "-p", "--cores", "all", "--resources", "gpu=1", "--configfile", robots, str(overlay),
-            env=env,
-        )  # fmt: skip
+        command = ["-n", "-p", "--cores", "all", "--resources", "gpu=1", "--configfile", robots]
+        alone = snakemake(tmp_path, *command, env=env)
+        assert alone.returncode == 0, alone.stderr[-2000:]
+        runs = {
+            (job["rule"], job["wildcards"]) for job in job_blocks(alone.stdout) if job["rule"] in ("train", "parity")
+        }
+        assert {rule for rule, _ in runs} == {"train"} and len(runs) == 2
+
+        overlay = tmp_path / "parity.yaml"
+        overlay.write_text(
+            "tasks: [Rlscale-Go1-Flat, Rlscale-G1-Flat, Isaac-Cartpole-Direct]\nparity:\n  seeds: [1, 2]\n"
+            "  max_env_steps: {Rlscale-Go1-Flat: 60000000, Isaac-Cartpole-Direct: 8000000}\n"
+            "  target:\n    Rlscale-Go1-Flat: {metric: Metrics/base_velocity/error_vel_xy, at_most: 0.25}\n"
+            "    Isaac-Cartpole-Direct: {metric: mean_episode_length, at_least: 290}\n"
+        )
+        result = snakemake(tmp_path, *command, str(overlay), env=env)
         assert result.returncode == 0, result.stderr[-2000:]
         jobs = job_blocks(result.stdout)
         runs = {(job["rule"], job["wildcards"]) for job in jobs if job["rule"] in ("train", "parity")}
@@ -337,15 +343,17 @@ class TestDryRun:
         assert len(robot_runs) == 2 + 2 and parity_robots == {"Rlscale-Go1-Flat"}  # two robots' train, Go1's 2 seeds
         assert any("Isaac-Cartpole-Direct" in run[1] for run in runs)
         assert set(evaluations) == robot_runs  # each robot run once, no Cartpole run
-        for (stage, _), job in evaluations.items():
-            assert "gpu=1" in job["resources"] and "--device cuda --granted_gpus 1 " in job["shell"]
+        for (stage, _), job in evaluations.items():  # one GPU each, shared through the lease: none from Snakemake
+            assert "gpu=0" in job["resources"] and "--device cuda --granted_gpus 0 " in job["shell"]
             assert "-- --num_envs 1000 --seed 0 " in job["shell"]
             assert ("--every_checkpoint" in job["shell"]) == (stage == "parity")
         plan = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("plan evaluation")]
         assert len(plan) == 1 and "Rlscale-Go1-Flat, Rlscale-G1-Flat:" in plan[0] and "Cartpole" not in plan[0]
 
     def test_gpu_commands_carry_world_size_and_grant(self, tmp_path):
-        """On a 4-GPU host every GPU rule asks for gpu = world size, and Snakemake grants it."""
+        """On a 4-GPU host every rule whose jobs hold their GPUs alone asks for gpu = world size, and Snakemake grants
+        it; the rules whose jobs share their GPUs through the lease (check_task, validate, train) ask for none, so that
+        `--resources gpu=N` never queues one of them behind another."""
         env = job_env(tmp_path, CUDA_VISIBLE_DEVICES="0,1,2,3")
         overlay = tmp_path / "gpu.yaml"
         overlay.write_text(
@@ -358,8 +366,19 @@ class TestDryRun:
         jobs = job_blocks(result.stdout)
         trains = {job["wildcards"]: job for job in jobs if job["rule"] == "train"}
         train4 = next(job for wildcards, job in trains.items() if "ws=4" in wildcards and "Cartpole" in wildcards)
-        assert "gpu=4" in train4["resources"]
-        assert "--world_size 4 --device cuda --granted_gpus 4" in train4["shell"]
+        assert "gpu=0" in train4["resources"]
+        assert "--world_size 4 --device cuda --granted_gpus 0" in train4["shell"]
+        grants: dict[str, set[tuple[int, int]]] = {}  # rule: its jobs' (world size, gpu)
+        for job in jobs:
+            gpu = re.search(r"\bgpu=(\d+)", job.get("resources", ""))
+            if gpu:
+                size = re.search(r"\bws=(\d+)", job.get("wildcards", ""))
+                grants.setdefault(job["rule"], set()).add((int(size.group(1)) if size else 1, int(gpu.group(1))))
+        for rule in ("check_task", "validate", "train"):
+            assert {gpu for _, gpu in grants[rule]} == {0}, rule
+        for rule in ("probe", "benchmark", "benchmark_single_seed"):
+            assert all(size == gpu for size, gpu in grants[rule]), rule
+        assert (4, 4) in grants["benchmark"]
         assert "--num_envs 1024 --max_iterations 30" in train4["shell"]
         ant4 = next(job for wildcards, job in trains.items() if "ws=4" in wildcards and "Rlscale-Ant" in wildcards)
         assert "--num_envs 16384 --max_iterations 30" in ant4["shell"]  # num_envs_per_task: its largest.

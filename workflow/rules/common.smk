@@ -186,6 +186,19 @@ def single_device_gpus(wildcards):
     return NodeSplit(1).gpus_per_node(DEVICE)
 
 
+# On one host the jobs that time nothing (rlscale.study.job_runner.SHARED_GPU_RULES) ask Snakemake for no GPU: the
+# lease shares GPUs among them, so `--resources gpu=N` on an N-GPU host counts the GPUs held alone (benchmarks,
+# parity, probe) and never queues a validate or train run behind another. Under SLURM each job asks for its own.
+def shared_rank_gpus(wildcards):
+    """Snakemake's GPU count of a single-node job that shares its GPUs (train)."""
+    return rank_gpus(wildcards) if STUDY["cluster"] == "slurm" else 0
+
+
+def shared_single_device_gpus(wildcards):
+    """Snakemake's GPU count of a single-device job that shares its GPU (check_task, validate, evaluate)."""
+    return single_device_gpus(wildcards) if STUDY["cluster"] == "slurm" else 0
+
+
 def rank_threads(wildcards):
     """One core per rank: CPU ranks use one thread each, GPU ranks at least one to feed their GPU."""
     return int(wildcards.ws)

@@ -16,7 +16,7 @@ rule train:
         ws=one_of(SINGLE_NODE),
     threads: rank_threads
     resources:
-        gpu=rank_gpus,
+        gpu=shared_rank_gpus,
     params:
         args=train_args,
         device=DEVICE,

@@ -13,7 +13,9 @@ files are opened read-only (``flock`` needs no write access) and the directory i
 ``CUDA_VISIBLE_DEVICES``, else NVML's device indices.
 
 A GPU id is leased alone (an exclusive lock: a job that times its run) or shared (a shared lock: jobs that time
-nothing, which may run together on one GPU while no job holds it alone).
+nothing, which may run together on one GPU while no job holds it alone). At most ``$RLSCALE_LEASE_SHARED_JOBS``
+(default :data:`DEFAULT_SHARED_JOBS`) shared holders use one GPU at once, each holding one of its share slots, so that
+a study with many ready jobs does not fill a small GPU's memory.
 
 The host lease (:func:`acquire_host`) is a reader-writer lock on one file: every job that computes shares it, and a
 job that measures speed holds it alone. A job takes it **before** its GPUs, everywhere, so no two jobs can
@@ -41,9 +43,13 @@ LEASE_DIR_ENV = "RLSCALE_LEASE_DIR"
 """Directory of the lock files; every job of a host must use the same one."""
 LEASE_GPUS_ENV = "RLSCALE_LEASE_GPUS"
 """Comma-separated GPU ids that replace the visible GPUs as the pool (tests use fake ids)."""
+LEASE_SHARED_JOBS_ENV = "RLSCALE_LEASE_SHARED_JOBS"
+"""Most jobs that share one GPU at once."""
 LEASE_TIMEOUT_ENV = "RLSCALE_LEASE_TIMEOUT_S"
 """Seconds to wait for a lease before failing; unset waits as long as it takes."""
 
+DEFAULT_SHARED_JOBS = 4
+"""Four 16 384-env MJX jobs used about 10 GB of an H200 together (results/h200/default_study/)."""
 DEFAULT_LEASE_DIR = "/tmp/rlscale-lease"
 """Host-wide: one directory for all users, so that two users' jobs cannot share a GPU either."""
 POLL_INTERVAL_S = 0.2
@@ -84,6 +90,22 @@ def lease_timeout(environ: Mapping[str, str]) -> float | None:
         raise LeaseError(str(error)) from None
 
 
+def shared_jobs(environ: Mapping[str, str]) -> int:
+    """``$RLSCALE_LEASE_SHARED_JOBS``: the most jobs sharing one GPU at once (:data:`DEFAULT_SHARED_JOBS` if unset).
+
+    Raises:
+        LeaseError: for a value that is not a whole number >= 1.
+    """
+    raw = environ.get(LEASE_SHARED_JOBS_ENV)
+    if not raw:
+        return DEFAULT_SHARED_JOBS
+    if not raw.strip().isdigit() or int(raw) < 1:
+        raise LeaseError(
+            f"{LEASE_SHARED_JOBS_ENV}={raw!r} must be a whole number >= 1; unset it for {DEFAULT_SHARED_JOBS}"
+        )
+    return int(raw)
+
+
 def check_lease_environment(environ: Mapping[str, str]) -> None:
     """Refuse, before a study starts, the ``RLSCALE_LEASE_*`` values its jobs would fail on.
 
@@ -91,6 +113,7 @@ def check_lease_environment(environ: Mapping[str, str]) -> None:
         LeaseError: naming the variable, its value and the fix.
     """
     lease_timeout(environ)
+    shared_jobs(environ)
     folder = environ.get(LEASE_DIR_ENV)
     unwritable = folder and unwritable_reason(Path(folder))
     if unwritable:
@@ -158,18 +181,36 @@ class Lease(HeldLocks):
         return env
 
 
-def _grab(directory: Path, prefix: str, names: list[str], count: int, shared: bool) -> list[tuple[str, int]]:
-    """Lock ``count`` of ``names`` (``<prefix><name>.lock``), or none of them: all-or-nothing."""
-    held: list[tuple[str, int]] = []
+def _lock_gpu(directory: Path, name: str, shared_slots: int) -> list[int] | None:
+    """Lock GPU ``name``: alone (``shared_slots`` 0), or shared plus one of its ``shared_slots`` free share slots.
+
+    Returns:
+        The held fds, or ``None`` (nothing held) if the GPU is held alone or all its share slots are taken.
+    """
+    fd = _try_lock(directory / f"gpu-{name}.lock", shared=bool(shared_slots))
+    if fd is None or not shared_slots:
+        return None if fd is None else [fd]
+    for slot in range(shared_slots):
+        slot_fd = _try_lock(directory / f"gpu-{name}-share{slot}.lock")
+        if slot_fd is not None:
+            return [fd, slot_fd]
+    os.close(fd)
+    return None
+
+
+def _grab(directory: Path, names: list[str], count: int, shared_slots: int) -> list[tuple[str, list[int]]]:
+    """Lock ``count`` of the GPUs ``names`` (see :func:`_lock_gpu`), or none of them: all-or-nothing."""
+    held: list[tuple[str, list[int]]] = []
     for name in names:
         if len(held) == count:
             break
-        fd = _try_lock(directory / f"{prefix}{name}.lock", shared)
-        if fd is not None:
-            held.append((name, fd))
+        fds = _lock_gpu(directory, name, shared_slots)
+        if fds is not None:
+            held.append((name, fds))
     if len(held) < count:
-        for _, fd in held:
-            os.close(fd)
+        for _, fds in held:
+            for fd in fds:
+                os.close(fd)
         return []
     return held
 
@@ -186,7 +227,8 @@ def acquire(
     """Lease ``num_gpus`` GPU ids from the host pool; wait while too few are free.
 
     The GPUs are taken together under a pool-wide lock, so two jobs never each hold half of what both need (which
-    would make both wait forever). A shared lease takes ids that no job holds alone, beside other shared holders.
+    would make both wait forever). A shared lease takes ids that no job holds alone and that fewer than
+    ``$RLSCALE_LEASE_SHARED_JOBS`` other shared holders use.
 
     Args:
         num_gpus: GPU ids to lease; 0 for CPU ranks, which lease none.
@@ -200,9 +242,11 @@ def acquire(
         The lease; release it (or use it as a context manager) when the job ends.
 
     Raises:
-        LeaseError: If the pool has fewer than ``num_gpus`` ids, or the lease was not granted within the timeout.
+        LeaseError: If the pool has fewer than ``num_gpus`` ids, the lease was not granted within the timeout, or a
+            setting is malformed.
     """
     environ = os.environ if environ is None else environ
+    shared_slots = shared_jobs(environ) if shared else 0
     pool, source = gpu_pool(environ, nvml_count) if num_gpus else ([], "")
     if num_gpus > len(pool):
         raise LeaseError(
@@ -217,13 +261,13 @@ def acquire(
         pool_fd = os.open(directory / "pool.lock", os.O_RDONLY | os.O_CREAT, 0o644)
         try:
             fcntl.flock(pool_fd, fcntl.LOCK_EX)  # Held only while trying locks, never while waiting.
-            gpus = _grab(directory, "gpu-", pool, num_gpus, shared)
+            gpus = _grab(directory, pool, num_gpus, shared_slots)
             if gpus or not num_gpus:
                 return Lease(
                     gpu_ids=tuple(name for name, _ in gpus),
                     shared=shared,
                     waited_s=time.monotonic() - started,
-                    fds=[fd for _, fd in gpus],
+                    fds=[fd for _, fds in gpus for fd in fds],
                 )
         finally:
             os.close(pool_fd)

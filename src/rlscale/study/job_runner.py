@@ -4,7 +4,8 @@ multi-node SLURM job.
 Every job that starts ranks goes through :func:`run_leased` (one node) or :func:`run_multinode` (``srun``, one task
 per node). Both refuse to run when Snakemake granted a different GPU count than the world size needs: Snakemake
 silently shrinks ``resources.gpu`` to the ``--resources gpu=M`` limit, and a scaling study that quietly ran on fewer
-GPUs would report wrong numbers.
+GPUs would report wrong numbers. On one host the jobs that share their GPUs ask Snakemake for none (the lease shares
+them), so ``--resources gpu=M`` counts only the GPUs held alone; under SLURM every job asks for its own.
 
 A single-node job also holds the host (:func:`rlscale.launch.lease.acquire_host`): shared, except the jobs that measure
 speed (:data:`EXCLUSIVE_HOST_RULES`), which hold it alone, so that a throughput is never measured beside another job.
@@ -54,15 +55,23 @@ def rlscale_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "rlscale", *args]
 
 
-def check_granted(needed: int, granted: int, world_size: int, rule: str = "this job") -> None:
+def check_granted(
+    needed: int, granted: int, world_size: int, rule: str = "this job", under_slurm: bool = False
+) -> None:
     """Raise :class:`GrantError` unless Snakemake granted exactly the GPUs the job needs.
+
+    A job of :data:`SHARED_GPU_RULES` outside SLURM asks Snakemake for none (``shared_rank_gpus`` in the workflow): its
+    grant of 0 is right, since the lease gives it GPUs to share.
 
     Args:
         needed: GPUs the job needs on this node (world size per node; 0 for CPU ranks).
         granted: The rule's ``resources.gpu`` as Snakemake expanded it.
         world_size: The job's world size, for the message.
-        rule: The rule's name, for the message.
+        rule: The rule's name, for the message and whether the job shares its GPUs.
+        under_slurm: Whether the job runs inside a SLURM allocation, which grants every job its own GPUs.
     """
+    if granted == 0 and rule in SHARED_GPU_RULES and not under_slurm:
+        return
     if granted != needed:
         raise GrantError(
             f"{rule} needs {needed} GPU(s) for world size {world_size} but Snakemake granted resources.gpu={granted} "
@@ -109,7 +118,8 @@ def run_leased(
     Args:
         command: Command to run (``rlscale ...``).
         gpus: GPUs the job needs (world size on this node; 0 for CPU ranks).
-        granted: The rule's ``resources.gpu`` as Snakemake expanded it; must equal ``gpus``.
+        granted: The rule's ``resources.gpu`` as Snakemake expanded it; must equal ``gpus`` (see
+            :func:`check_granted`).
         world_size: The job's world size, for messages.
         stdout: Where the command's stdout goes; the inherited stdout when ``None``.
         environ: Base environment; defaults to ``os.environ``.
@@ -123,8 +133,8 @@ def run_leased(
     environ = dict(os.environ if environ is None else environ)
     started = time.time()
     try:
-        check_granted(gpus, granted, world_size, rule)
         under_slurm = bool(environ.get("SLURM_JOB_ID"))
+        check_granted(gpus, granted, world_size, rule, under_slurm)
         host = acquire_host(rule in EXCLUSIVE_HOST_RULES, environ=environ, label=rule)
         try:
             lease = acquire(0 if under_slurm else gpus, shared=rule in SHARED_GPU_RULES, environ=environ)
