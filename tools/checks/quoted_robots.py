@@ -15,6 +15,7 @@ from quoted_common import RESULTS_DOC, Quote
 ROBOTS_DOC = "docs/robots.md"
 RESULTS = Path("results/h200/robots")
 STUDY_TRAINING = Path("results/h200/first_hour/outputs/benchmark/training/Rlscale-Go1-Flat")
+ROBOTS_STUDY = Path("results/h200/robots_study/evaluate/train")
 STUDY_PARITY = Path("results/h200/first_hour/second_run/outputs/parity/Rlscale-Go1-Flat/rsl_rl/ws1")
 CONSOLE = re.compile(r"it (\d+)/\d+\s+([\d,]+) steps/s")
 FROM_ITERATION = 10
@@ -272,6 +273,21 @@ def walking_g1_time_quotes(root: Path) -> list[Quote]:
     ]
 
 
+def robots_study_quotes(root: Path) -> list[Quote]:
+    """The robots study's evaluations of its two train runs' final checkpoints (results/h200/robots_study/)."""
+    evaluations = [
+        json.loads((root / ROBOTS_STUDY / f"Rlscale-{robot}-Flat/rsl_rl/ws1.json").read_text())
+        for robot in ("Go1", "G1")
+    ]
+    go1, g1 = (evaluation["checkpoints"][-1]["summary"] for evaluation in evaluations)
+    text = (
+        f"with {go1['lin_vel_error_mps']:.3f} m/s and {100 * go1['fall_rate']:.1f} % falls (Go1) and "
+        f"{g1['lin_vel_error_mps']:.3f} m/s and {100 * g1['fall_rate']:.1f} % falls (G1), whose yaw-rate error was "
+        f"{g1['ang_vel_error_radps']:.3f} rad/s"
+    )
+    return [Quote(ROBOTS_DOC, "robots study's evaluations", text)]
+
+
 def robot_quotes(root: Path) -> list[Quote]:
     quotes = evaluation_quotes(root, "Go1", "go1_learning/evaluation.json")
     quotes.append(Quote(RESULTS_DOC, "Go1 evaluation", quotes[0].text))
@@ -281,6 +297,7 @@ def robot_quotes(root: Path) -> list[Quote]:
     quotes += evaluation_quotes(root, "G1, walking", "g1_walks/evaluation_it375.json")
     quotes += evaluation_quotes(root, "Go1, walking", "go1_walks/evaluation.json", rows=False)
     quotes += walking_g1_time_quotes(root)
+    quotes += robots_study_quotes(root)
     manifest = json.loads((root / RESULTS / "go1_learning" / "manifest.json").read_text())
     wall = datetime.fromisoformat(manifest["end_time"]) - datetime.fromisoformat(manifest["start_time"])
     for document in (ROBOTS_DOC, RESULTS_DOC):
