@@ -154,7 +154,7 @@ class TestResumeAuto:
         assert second.returncode == 0, second.stderr[-3000:]
         [manifest] = rank0_manifests(tmp_path)  # one run directory: the rerun appended to it
         assert (manifest["start_iteration"], manifest["iterations_completed"]) == (3, 5)
-        assert [record["iteration"] for record in manifest["iterations"]] == [3, 4]
+        assert [record["iteration"] for record in manifest["iterations"]] == [0, 1, 2, 3, 4]  # the first's kept
         assert Path(manifest["resumed_from"]).name in second.stdout and "(3/5)" in second.stdout
         assert Path(manifest["resumed_from"]).parent.is_relative_to(manifest["run_dir"])
         segments = segments_of(manifest)  # the first invocation's segment is kept
@@ -577,7 +577,8 @@ class TestSnakemakeRerun:
         assert manifest["status"] == "completed"
         assert workdir / manifest["resumed_from"] == checkpoints[last]  # paths relative to the workdir
         assert (manifest["start_iteration"], manifest["iterations_completed"]) == (last + 1, TOTAL)
-        assert [record["iteration"] for record in manifest["iterations"]] == list(range(last + 1, TOTAL))
+        # The killed attempt's records up to its checkpoint, then the rerun's.
+        assert [record["iteration"] for record in manifest["iterations"]] == list(range(TOTAL))
         killed, rerun_segment = segments_of(manifest)  # the killed attempt's segment is kept
         assert (killed.status, killed.first_iteration, rerun_segment.status) == ("interrupted", 0, "completed")
         assert killed.last_iteration >= last and killed.wall_time_s > 0

@@ -139,13 +139,26 @@ def segments_of(manifest: Mapping) -> list[Segment]:
     return [Segment(**record) for record in manifest.get("segments", [])]
 
 
-def earlier_segments(path: Path) -> list[Segment]:
-    """The segments of the manifest at ``path``, which a continuing invocation keeps before its own; none when there
-    is no readable manifest there."""
+@dataclass(frozen=True)
+class Continued:
+    """What an invocation that continues a run keeps of the manifest it rewrites."""
+
+    segments: tuple[Segment, ...] = ()
+    """The earlier invocations' segments, oldest first."""
+    iterations: tuple[dict, ...] = ()
+    """Their iteration records before the checkpoint it continues from: those it does not train again (an
+    invocation killed outright recorded none)."""
+
+
+def continued_run(path: Path, start_iteration: int) -> Continued:
+    """What the manifest at ``path`` holds of the run that an invocation starting at ``start_iteration`` continues;
+    nothing when there is no readable manifest there."""
     try:
-        return segments_of(json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError):
-        return []
+        data = json.loads(path.read_text())
+        records = [record for record in data.get("iterations") or [] if record["iteration"] < start_iteration]
+        return Continued(tuple(segments_of(data)), tuple(records))
+    except (OSError, ValueError, TypeError, KeyError):
+        return Continued()
 
 
 def tracker_id_of(path: Path) -> str | None:
@@ -164,13 +177,15 @@ WRITE_ATTEMPTS = 8
 class Manifest:
     """Accumulates the run's record and rewrites ``manifest.json`` atomically at each change.
 
-    Its ``segments`` are ``earlier`` (those of the invocations this one continues) then ``segment``, this
-    invocation's, which :meth:`finish` closes.
+    Its ``segments`` are those of the invocations this one continues (``continued``) then ``segment``, this
+    invocation's, which :meth:`finish` closes; its ``iterations``, written by :meth:`finish`, are the continued ones
+    before this invocation's.
     """
 
-    def __init__(self, path: Path, segment: Segment, earlier: Sequence[Segment] = (), **fields) -> None:
+    def __init__(self, path: Path, segment: Segment, continued: Continued = Continued(), **fields) -> None:
         self.path = path
-        self.segments = [*earlier, segment]
+        self.segments = [*continued.segments, segment]
+        self.continued_iterations = list(continued.iterations)
         self.data = {
             "status": "running",
             "start_time": segment.start_time,
@@ -192,13 +207,21 @@ class Manifest:
         self.data.update(fields)
         self.write()
 
-    def finish(self, status: str, *, last_iteration: int | None, wall_time_s: float, **fields) -> None:
-        """Record how this invocation ended: ``status``, the number of its last finished iteration (None: none) and
-        its wall time, in the manifest and in its segment."""
+    def finish(
+        self, status: str, *, last_iteration: int | None, wall_time_s: float, iterations: Sequence[dict], **fields
+    ) -> None:
+        """Record how this invocation ended: ``status``, the number of its last finished iteration (None: none), its
+        wall time and its iteration records, in the manifest and in its segment."""
         ended = {"status": status, "last_iteration": last_iteration, "wall_time_s": wall_time_s}
         self.segments[-1] = dataclasses.replace(self.segments[-1], **ended)
-        segments = self.segment_records()
-        self.update(status=status, end_time=utc_now(), wall_time_s=wall_time_s, **fields, segments=segments)
+        self.update(
+            status=status,
+            end_time=utc_now(),
+            wall_time_s=wall_time_s,
+            iterations=[*self.continued_iterations, *iterations],
+            **fields,
+            segments=self.segment_records(),
+        )
 
     def write(self) -> None:
         text = json.dumps(self.data, indent=2, default=str) + "\n"

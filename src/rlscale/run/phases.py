@@ -197,7 +197,7 @@ def prepare(spec: RunSpec) -> _Run:
     # start together, so none has made a folder yet, and each one's take-back (discard_run_directory) reaches as high,
     # whichever rank is out last.
     created = next((folder for folder in reversed((log_dir, *log_dir.parents)) if not folder.exists()), None)
-    from rlscale.manifest import Manifest, Segment, device_description, earlier_segments
+    from rlscale.manifest import Continued, Manifest, Segment, continued_run, device_description
     from rlscale.rl import load_adapter
     from rlscale.rl.common import TrainContext
     from rlscale.rl.dist_compat import use_collective_timeout, use_gloo_for_cpu_ranks
@@ -219,16 +219,17 @@ def prepare(spec: RunSpec) -> _Run:
     else:
         resume = spec.resume_path
         start = adapter.checkpoint_iteration(resume, agent_cfg) if resume else 0
-    # A continued run keeps the segments its manifest recorded; each rank keeps those of the invocations it ran in.
-    earlier = earlier_segments(log_dir / "manifest.json") if spec.resume == AUTO else []
+    # A continued run keeps the segments and iterations its manifest recorded; each rank keeps those of the
+    # invocations it ran in.
+    continued = continued_run(log_dir / "manifest.json", start) if spec.resume == AUTO else Continued()
     tracker = tracker_run(spec, rank, log_dir, seed)
     segment = Segment.starting_now(rank.world_size, spec.num_envs, start)
-    if earlier and rank.is_main:
-        report_elastic(earlier[-1], segment)
+    if continued.segments and rank.is_main:
+        report_elastic(continued.segments[-1], segment)
     manifest = Manifest(
         log_dir / "manifest.json",
         segment,
-        earlier,
+        continued,
         args=spec.manifest_args(),
         agent_cfg=agent_cfg,
         seed=seed,

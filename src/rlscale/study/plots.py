@@ -109,7 +109,7 @@ def _steps_axis(axis) -> None:
 
 def learning_curves_figure(curves: pd.DataFrame) -> Figure:
     """The ``train`` runs' mean return against global env steps (:func:`rlscale.study.train_runs.train_curves`), one
-    panel per task and library, one line per world size; a run resumed from a checkpoint starts where it resumed."""
+    panel per task and library, one line per world size; the legend says where a run resumed from a checkpoint."""
     keys = sorted(curves.groupby(["task", "rl_library", "ml_framework"]).groups) if len(curves) else []
     figure, axes = _panels(keys or [("no train runs",)], "Learning curves of the train runs")
     for (task, library, framework), axis in axes.items() if keys else ():

@@ -3,8 +3,7 @@ curves.
 
 A train run's record is its rank-0 manifest, whose ``iterations`` hold every iteration's global ``env_steps`` and
 ``mean_return`` (:class:`rlscale.rl.progress.IterationRecord`), whatever the library. A run resumed from a checkpoint
-(``--resume auto`` after a kill) keeps the iterations from its ``start_iteration`` on; the ones before are in its run
-directory's TensorBoard events, in each library's own tags.
+(``--resume auto`` after a kill) keeps the earlier invocations' records before its ``start_iteration``, then its own.
 """
 
 from __future__ import annotations
