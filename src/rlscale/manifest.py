@@ -185,7 +185,7 @@ class Manifest:
     def __init__(self, path: Path, segment: Segment, continued: Continued = Continued(), **fields) -> None:
         self.path = path
         self.segments = [*continued.segments, segment]
-        self.continued_iterations = list(continued.iterations)
+        self.continued_iterations = continued.iterations
         self.data = {
             "status": "running",
             "start_time": segment.start_time,
