@@ -17,7 +17,7 @@ EXAMPLE_TASK := examples/pendulum_task
 $(STAMP): pyproject.toml $(EXAMPLE_TASK)/pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[test,jax,mjx,wandb]"
+	$(PY) -m pip install -q -e ".[test,jax,warp,mjx,wandb]"
 	$(PY) -m pip install -q -e $(EXAMPLE_TASK)
 	touch $@
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from mjx_support import FAST_COMPILE
+from physics_support import FAST_COMPILE
 
 from rlscale.tasks import registry
 

@@ -1,7 +1,9 @@
-"""Rlscale-Ant on the MJX backend (CPU JAX): stepping and resets, the DLPack path, and training end to end.
+"""Rlscale-Ant on MuJoCo Warp (its CPU device): stepping and resets, zero-copy views, and training end to end; and on
+its MJX engine (``physics=mjx``): the DLPack path and the device placement.
 
-MJX's compile dominates on CPU, so every process here shares one persistent JAX compilation cache and the XLA CPU
-backend's cheap optimisation level (``FAST_COMPILE``): both change compile time only, not results.
+Warp keeps its compiled kernels in its cache, so only the first build of a fresh host compiles. MJX's compile dominates
+on CPU, so its processes share one persistent JAX compilation cache and the XLA CPU backend's cheap optimisation
+level (``FAST_COMPILE``): both change compile time only, not results.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import sys
 
 import pytest
 import torch
-from mjx_support import FAST_COMPILE, requires_mjx
+from physics_support import FAST_COMPILE, requires_mjx, requires_warp
 
 from rlscale.tasks import list_tasks, make_task
 
@@ -21,59 +23,76 @@ NUM_ENVS = 16
 
 
 @pytest.fixture(scope="module")
-def task(jax_env):
-    saved = {key: os.environ.get(key) for key in jax_env}
-    os.environ.update(jax_env)  # read when JAX's CPU backend starts (unless another test started it already)
-    try:
-        task = make_task("Rlscale-Ant", num_envs=NUM_ENVS, seed=3, jax_cache_dir=jax_env["JAX_COMPILATION_CACHE_DIR"])
-    finally:
-        for key, value in saved.items():
-            os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
+def task():
+    task = make_task("Rlscale-Ant", num_envs=NUM_ENVS, seed=3)
     print(f"Rlscale-Ant compile_s={task.compile_s:.1f}")
     return task
 
 
-def rlscale(*args: str, env: dict) -> subprocess.CompletedProcess:
+@pytest.fixture(scope="module")
+def mjx_task(jax_env):
+    saved = {key: os.environ.get(key) for key in jax_env}
+    os.environ.update(jax_env)  # read when JAX's CPU backend starts (unless another test started it already)
+    try:
+        return make_task(
+            "Rlscale-Ant", num_envs=NUM_ENVS, seed=3, physics="mjx", jax_cache_dir=jax_env["JAX_COMPILATION_CACHE_DIR"]
+        )
+    finally:
+        for key, value in saved.items():
+            os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
+
+
+def rlscale(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "rlscale", *args],
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "OMP_NUM_THREADS": "1", **env},
+        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
     )
 
 
 class TestRegistration:
-    def test_listed_without_importing_jax_or_mujoco(self):
+    def test_listed_without_importing_an_engine(self):
         code = "import sys; from rlscale.tasks import list_tasks; ids = list_tasks(); print('Rlscale-Ant' in ids, "
-        code += "any(m.split('.')[0] in ('jax', 'mujoco') for m in sys.modules))"
+        code += "any(m.split('.')[0] in ('jax', 'mujoco', 'warp', 'mujoco_warp') for m in sys.modules))"
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         assert result.stdout.split() == ["True", "False"], result.stderr
         assert "Rlscale-Ant" in list_tasks()
 
     def test_without_the_extra_one_line_names_it(self, monkeypatch):
-        from rlscale.tasks.mjx import MjxUnavailableError
+        from rlscale.tasks.physics import PhysicsUnavailableError
 
         monkeypatch.setitem(sys.modules, "mujoco", None)  # makes `import mujoco` fail, as on a base install
+        monkeypatch.setitem(sys.modules, "mujoco_warp", None)
         with pytest.raises(
-            MjxUnavailableError, match=r"^Rlscale-Ant needs MuJoCo MJX and JAX: pip install 'rlscale\[mjx\]'$"
+            PhysicsUnavailableError,
+            match=r"^Rlscale-Ant with physics=warp needs MuJoCo Warp: pip install 'rlscale\[warp\]'$",
         ):
             make_task("Rlscale-Ant", num_envs=2)
+
+    def test_the_other_engine_without_its_extra_is_named(self, monkeypatch):
+        from rlscale.tasks.physics import PhysicsUnavailableError
+
+        monkeypatch.setitem(sys.modules, "mujoco.mjx", None)
+        with pytest.raises(PhysicsUnavailableError, match=r"physics=mjx needs MuJoCo MJX and JAX: .*'rlscale\[mjx\]'$"):
+            make_task("Rlscale-Ant", num_envs=2, physics="mjx")
 
     def test_train_refuses_it_in_one_line_without_the_extra(self, monkeypatch, tmp_path, capsys):
         """rlscale train checks the backend while parsing: exit 2, one line naming the extra, nothing written."""
         from rlscale.run.spec import resolve_spec
 
         monkeypatch.setitem(sys.modules, "mujoco", None)
+        monkeypatch.setitem(sys.modules, "mujoco_warp", None)
         with pytest.raises(SystemExit) as raised:
             resolve_spec(["--task", "Rlscale-Ant", "--device", "cpu", "--log_root", str(tmp_path / "logs")])
         assert raised.value.code == 2
         lines = capsys.readouterr().err.strip().splitlines()
-        assert len(lines) == 1 and "pip install 'rlscale[mjx]'" in lines[0]
+        assert len(lines) == 1 and "pip install 'rlscale[warp]'" in lines[0]
         assert not (tmp_path / "logs").exists()
 
 
-@requires_mjx
+@requires_warp
 class TestStepAndReset:
     def test_shapes_dtypes_and_finite_values(self, task):
         observations, _ = task.reset()
@@ -124,30 +143,47 @@ class TestStepAndReset:
         assert (truncated | terminated).all() and (task.episode_length_buf == 0).all()
 
 
-@requires_mjx
+HOOKS = [
+    ("reward_weights", 0, 0),
+    ("_sample_reset", 1, 1),
+    ("_control", 1, 1),
+    ("_observe", 4, 3),
+    ("_termination_flags", 2, 2),
+    ("_reward_values", 5, 5),
+    ("_episode_metrics", 3, 3),
+]
+"""Each MDP hook, and how many arguments it takes on MJX and on MuJoCo Warp."""
+
+
 @pytest.mark.parametrize(
-    ("hook", "arguments"),
-    [
-        ("reward_weights", 0),
-        ("_sample_reset", 1),
-        ("_control", 1),
-        ("_observe", 4),
-        ("_termination_flags", 2),
-        ("_reward_values", 5),
-        ("_episode_metrics", 3),
-    ],
+    "engine", [pytest.param("mjx", marks=requires_mjx), pytest.param("mjwarp", marks=requires_warp)]
 )
-def test_every_mdp_hook_is_the_subclass_to_write(hook, arguments):
-    """The backend implements none of the MDP: a subclass that forgets a hook fails when it is first traced."""
-    from rlscale.tasks.mjx.backend import MjxVecTask
+@pytest.mark.parametrize(("hook", "mjx_arguments", "warp_arguments"), HOOKS)
+def test_every_mdp_hook_is_the_subclass_to_write(engine, hook, mjx_arguments, warp_arguments):
+    """Neither backend implements the MDP: a subclass that forgets a hook fails when it is first called."""
+    if engine == "mjx":
+        from rlscale.tasks.mjx.backend import MjxVecTask as backend
+    else:
+        from rlscale.tasks.mjwarp.backend import WarpVecTask as backend
 
     with pytest.raises(NotImplementedError):
-        getattr(MjxVecTask, hook)(object(), *[None] * arguments)
+        getattr(backend, hook)(object(), *[None] * (mjx_arguments if engine == "mjx" else warp_arguments))
+
+
+@requires_warp
+def test_the_physics_views_are_warps_own_memory(task):
+    """Torch reads and writes MuJoCo Warp's arrays in place: no copy in either direction."""
+    task.reset()
+    assert task.physics.qpos.data_ptr() == task.data.qpos.ptr and task.physics.ctrl.data_ptr() == task.data.ctrl.ptr
+    task.step(torch.full((NUM_ENVS, task.num_actions), 0.5))
+    assert torch.equal(task.physics.ctrl, torch.as_tensor(task.data.ctrl.numpy()))
+    assert torch.allclose(task.physics.ctrl, torch.full_like(task.physics.ctrl, 0.5 * task.cfg.action_scale))
 
 
 @requires_mjx
 class TestDlpack:
-    def test_outputs_alias_the_jitted_buffers_without_host_copies(self, task, monkeypatch):
+    def test_outputs_alias_the_jitted_buffers_without_host_copies(self, mjx_task, monkeypatch):
+        task = mjx_task
         import jax
 
         seen = {}
@@ -184,7 +220,7 @@ from rlscale.tasks import make_task
 from rlscale.tasks.mjx import backend
 own = jax.devices("cpu")[1]
 backend.jax_device_for = lambda device: own
-task = make_task("Rlscale-Ant", num_envs=4, seed=0)
+task = make_task("Rlscale-Ant", num_envs=4, seed=0, physics="mjx")
 with jax.transfer_guard("disallow"):  # an array left on device 0 would need a transfer into the step
     for _ in range(3):
         task.step(torch.zeros(4, task.num_actions))
@@ -199,7 +235,8 @@ print(sorted({device.id for leaf in jax.tree_util.tree_leaves(task._state) for d
 
 
 class TestOwnGpuPerRank:
-    """JAX opens a context on every GPU it sees, so each rank of an Ant job is shown only its own GPU, as cuda:0."""
+    """Warp and JAX open a context on every GPU they see, so each rank of an Ant job is shown only its own GPU, as
+    cuda:0."""
 
     @pytest.mark.parametrize(
         ("visible", "local_rank", "expected"),
@@ -220,7 +257,7 @@ class TestOwnGpuPerRank:
         with pytest.raises(ValueError, match="local rank 2 has no GPU"):
             own_gpu_variables({"CUDA_VISIBLE_DEVICES": "0,1"}, RankInfo(2, 2, 3, 3))
 
-    @requires_mjx
+    @requires_warp
     @pytest.mark.parametrize("entry", ["train", "benchmark worker"])
     @pytest.mark.parametrize(("task", "expected"), [("Rlscale-Ant", "5 0"), ("Isaac-Cartpole-Direct", "5 0")])
     def test_a_cuda_rank_isolates_only_tasks_that_ask(self, entry, task, expected):
@@ -253,23 +290,23 @@ print(os.environ["CUDA_VISIBLE_DEVICES"], os.environ["LOCAL_RANK"])
         assert result.stdout.strip() == expected
 
 
-@requires_mjx
+@requires_warp
 class TestTraining:
     @pytest.mark.parametrize(("library", "iterations"), [("rsl_rl", 2), ("skrl", 1)])
-    def test_library_trains(self, tmp_path, jax_env, library, iterations):
+    def test_library_trains(self, tmp_path, library, iterations):
         result = rlscale(
             "train", "--task", "Rlscale-Ant", "--rl_library", library, "--num_envs", str(NUM_ENVS),
-            "--max_iterations", str(iterations), "--device", "cpu", "--log_root", str(tmp_path), env=jax_env,
+            "--max_iterations", str(iterations), "--device", "cpu", "--log_root", str(tmp_path),
         )  # fmt: skip
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
         (manifest,) = [json.loads(path.read_text()) for path in tmp_path.rglob("manifest.json")]
         assert manifest["status"] == "completed" and manifest["iterations_completed"] == iterations
 
-    def test_rl_games_trains_past_its_first_iteration(self, tmp_path, jax_env):
+    def test_rl_games_trains_past_its_first_iteration(self, tmp_path):
         """rl_games beyond its first epoch (the other tests stop there): three iterations, each one timed."""
         result = rlscale(
             "train", "--task", "Rlscale-Ant", "--rl_library", "rl_games", "--num_envs", str(NUM_ENVS),
-            "--max_iterations", "3", "--device", "cpu", "--log_root", str(tmp_path), env=jax_env,
+            "--max_iterations", "3", "--device", "cpu", "--log_root", str(tmp_path),
         )  # fmt: skip
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
         (manifest,) = [json.loads(path.read_text()) for path in tmp_path.rglob("manifest.json")]
@@ -277,12 +314,12 @@ class TestTraining:
         assert [record["iteration"] for record in manifest["iterations"]] == [0, 1, 2]
         assert all(record["iteration_s"] > 0 for record in manifest["iterations"])
 
-    def test_startup_benchmark_times_the_compile_apart(self, tmp_path, jax_env):
-        """rl_games' first iteration, with the task's compilation as its own phase (loaded from JAX's cache here)."""
+    def test_startup_benchmark_times_the_compile_apart(self, tmp_path):
+        """rl_games' first iteration, with the task's kernels' loading as its own phase (from Warp's cache here)."""
         bundle_path = tmp_path / "startup.json"
         result = rlscale(
             "benchmark", "startup", "--task", "Rlscale-Ant", "--rl_library", "rl_games", "--num_envs", str(NUM_ENVS),
-            "--device", "cpu", "--output_path", str(bundle_path), "--log_root", str(tmp_path / "runs"), env=jax_env,
+            "--device", "cpu", "--output_path", str(bundle_path), "--log_root", str(tmp_path / "runs"),
         )  # fmt: skip
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
         runtime = json.loads(bundle_path.read_text())["runtime"]
@@ -290,10 +327,10 @@ class TestTraining:
         assert all(value is not None and value > 0 for value in phases.values()), phases
         assert runtime["total_wall_time_s"] == pytest.approx(sum(phases.values()))
 
-    def test_two_gloo_ranks_stay_in_sync(self, tmp_path, jax_env):
+    def test_two_gloo_ranks_stay_in_sync(self, tmp_path):
         result = rlscale(
             "train_multigpu", "--task", "Rlscale-Ant", "--num_gpus", "2", "--device", "cpu",
-            "--num_envs", str(NUM_ENVS), "--max_iterations", "2", "--log_root", str(tmp_path), env=jax_env,
+            "--num_envs", str(NUM_ENVS), "--max_iterations", "2", "--log_root", str(tmp_path),
         )  # fmt: skip
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
         by_rank = {data["rank"]: data for data in (json.loads(p.read_text()) for p in tmp_path.rglob("manifest.json"))}

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 from example_task import EXAMPLE_TASK, ensure_example_installed
-from mjx_support import FAST_COMPILE
+from physics_support import FAST_COMPILE
 
 BRANCH = "bool(tensor) (Python control flow on a tensor: if, while, and, or)"
 

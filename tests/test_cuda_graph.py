@@ -23,6 +23,20 @@ def test_copy_out_keeps_views_of_one_copy():
     assert out["log"]["a"].untyped_storage().data_ptr() == out["x"][0].untyped_storage().data_ptr()
 
 
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("CUDA out of memory. Tried to allocate 2.00 GiB", True),
+        ("RESOURCE_EXHAUSTED: Out of memory while trying to allocate", True),
+        ("Failed to allocate 8589934592 bytes on device 'cuda:0'", True),  # Warp
+        ("Failed to allocate memory during graph capture because memory pools are not enabled", False),
+        ("nconmax overflow (nconmax must be >= 4)", False),
+    ],
+)
+def test_out_of_memory_is_told_from_other_build_errors(message, expected):
+    assert graph.out_of_memory(RuntimeError(message)) is expected
+
+
 def test_cpu_task_is_left_eager():
     task = make_task("Isaac-Cartpole", device="cpu", num_envs=4)
     assert graphed_if_possible(task) is task

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from mjx_support import requires_mjx
+from physics_support import requires_warp
 
 from rlscale.run.play import main as play_main
 from rlscale.run.video import video_file
@@ -148,7 +148,7 @@ def test_bad_video_input_is_one_line_and_exit_2(tmp_path, fake_runs, run, args, 
     assert tree(tmp_path) == before
 
 
-@requires_mjx
+@requires_warp
 def test_a_gl_backend_that_cannot_render_names_itself_in_one_line(tmp_path, fake_runs):
     result = rlscale(
         "play", "--checkpoint", str(fake_runs["go1"]), "--video", str(tmp_path / "go1.gif"),
@@ -272,7 +272,7 @@ def robot_colour_shares(frame: np.ndarray) -> tuple[float, float]:
     return float(orange.mean()), float(limb_blue.mean())
 
 
-@requires_mjx
+@requires_warp
 @pytest.mark.robots
 @pytest.mark.parametrize("task_id", ROBOTS)
 def test_each_robot_is_filmed_as_a_gif_on_the_cpu(tmp_path, jax_env, robot_checkpoints, task_id):
@@ -301,7 +301,7 @@ def test_each_robot_is_filmed_as_a_gif_on_the_cpu(tmp_path, jax_env, robot_check
     assert not all(np.array_equal(pictures[0], picture) for picture in pictures[1:])  # it moves
 
 
-@requires_mjx
+@requires_warp
 @pytest.mark.robots
 def test_a_robot_is_filmed_as_an_mp4(tmp_path, jax_env, robot_checkpoints):
     imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from mjx_support import requires_mjx
+from physics_support import requires_warp
 
 from rlscale.study.aggregate import SCALING_COLUMNS
 from rlscale.study.config import StudyConfigError, validated_config
@@ -297,7 +297,7 @@ evaluation: {num_envs: 5, seed: 0}
 """The smallest study of a robot: every stage once, world size 1, the same env count everywhere (one compile)."""
 
 
-@requires_mjx
+@requires_warp
 @pytest.mark.study  # make test-study: about three minutes of both cores, MJX compiling in each job's process
 def test_tiny_robot_study_evaluates_its_runs(tmp_path, jax_env):
     """A robot study on CPU runs the evaluation stage: the train run's final checkpoint and each checkpoint of the

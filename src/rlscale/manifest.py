@@ -26,6 +26,10 @@ PACKAGES = (
     *(library.distribution for library in LIBRARIES.values()),
     "jax",
     "jaxlib",
+    "mujoco",
+    "mujoco-warp",
+    "warp-lang",
+    "mujoco-mjx",
     "numpy",
     "wandb",
 )

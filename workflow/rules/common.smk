@@ -104,6 +104,10 @@ os.environ.setdefault(
     "JAX_COMPILATION_CACHE_DIR",
     str(Path("logs", STUDY["study"], "jax_cache").resolve()),
 )
+# MuJoCo Warp tasks load their kernels from Warp's cache: the first job of a study compiles them, the others load them.
+os.environ.setdefault(
+    "WARP_CACHE_PATH", str(Path("logs", STUDY["study"], "warp_cache").resolve())
+)
 # Every leased job command appends its waits and run time here (rlscale.study.job_times); the aggregate rule tables
 # them, each Snakemake call apart (a study continued by a later call keeps both). A job step that parses the workflow
 # again (a SLURM job) keeps the call it inherited from the Snakemake that submitted it.

@@ -28,6 +28,7 @@ from rlscale.rl import LIBRARIES, fill_schema_enum, ml_frameworks
 SCHEMA_VERSION = "1.0"
 PACKAGE_KEYS = {"rlscale": "rlscale", "torch": "torch"}
 PACKAGE_KEYS |= {name: library.distribution for name, library in LIBRARIES.items()} | {"jax": "jax", "numpy": "numpy"}
+PACKAGE_KEYS |= {"mujoco": "mujoco", "mujoco_warp": "mujoco-warp", "warp": "warp-lang", "mujoco_mjx": "mujoco-mjx"}
 """Bundle key → distribution name."""
 
 

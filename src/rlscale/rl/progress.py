@@ -112,6 +112,9 @@ class TrackedTask(VecTask):
     def close(self) -> None:
         self.task.close()
 
+    def check_physics(self) -> None:
+        self.task.check_physics()
+
     def step(self, actions: torch.Tensor):
         now = time.perf_counter()
         if self._steps_in_rollout == self.steps_per_iteration:
@@ -155,6 +158,7 @@ class TrackedTask(VecTask):
     def _finish_iteration(self, now: float) -> None:
         returns, lengths, count, *metrics = self._sums.tolist()  # the one host sync per iteration
         self._sums.zero_()
+        self.task.check_physics()
         if count:
             self._last_means = [returns / count, lengths / count, *(value / count for value in metrics)]
         record = IterationRecord(

@@ -102,10 +102,10 @@ def _refusal(args: Any) -> str | None:
         given = [f"--{name}" for name in VIDEO_ONLY if getattr(args, name) is not None]
         return f"{', '.join(given)}: only with --video" if given else None
     from rlscale.tasks import get_spec
-    from rlscale.tasks.mjx import MjxTaskCfg
+    from rlscale.tasks.physics import MujocoTaskCfg
 
-    if not issubclass(get_spec(task_id).cfg_class, MjxTaskCfg):
-        return f"--video: {task_id} has no MuJoCo model to render (the MJX tasks have one)"
+    if not issubclass(get_spec(task_id).cfg_class, MujocoTaskCfg):
+        return f"--video: {task_id} has no MuJoCo model to render (the MuJoCo tasks have one)"
     return None
 
 

@@ -62,6 +62,9 @@ class VecTask(ABC):
     """True when :meth:`step` can be captured as one CUDA graph and replayed: it issues no host synchronisation,
     updates its persistent tensors in place, draws random numbers from ``self.generator`` only, and returns tensors
     whose shapes never change (see :mod:`rlscale.tasks.graph`)."""
+    bitwise_repeatable: bool = True
+    """False when the same seed can step another trajectory on this device: a physics engine that accumulates with
+    atomic operations (MuJoCo Warp on CUDA). ``check_task`` then compares no two builds' trajectories there."""
     compile_s: float | None = None
     """Seconds the constructor spent compiling the step (JIT backends such as MJX); None for a task that compiles
     nothing. Benchmarks report it as its own startup phase."""
@@ -96,3 +99,7 @@ class VecTask(ABC):
 
     def close(self) -> None:  # noqa: B027  an optional hook: most tasks hold nothing to release
         """Release resources (nothing by default)."""
+
+    def check_physics(self) -> None:  # noqa: B027  an optional hook: most tasks have nothing to check
+        """Raise, in one line, if the simulation went wrong since the task was built (a physics buffer that
+        overflowed). Trainers call it once per iteration: it may read from the device."""

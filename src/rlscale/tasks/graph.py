@@ -83,6 +83,9 @@ class GraphedTask(VecTask):
     def close(self) -> None:
         self.task.close()
 
+    def check_physics(self) -> None:
+        self.task.check_physics()
+
     def step(self, actions: torch.Tensor):
         if self._graph is None and self._eager_steps == 0:
             self._eager_steps = -1  # one capture attempt only
@@ -129,9 +132,16 @@ class TaskDoesNotFit(Exception):
 
 
 def out_of_memory(error: BaseException) -> bool:
-    """Whether ``error`` is a device out of memory: torch's CUDA error, or XLA's ``RESOURCE_EXHAUSTED`` (JAX)."""
+    """Whether ``error`` is a device out of memory: torch's CUDA error, XLA's ``RESOURCE_EXHAUSTED`` (JAX), or Warp's
+    failed allocation (MuJoCo Warp) outside a graph capture."""
     text = str(error)
-    return type(error).__name__ == "OutOfMemoryError" or "RESOURCE_EXHAUSTED" in text or "out of memory" in text
+    warp_allocation = text.startswith("Failed to allocate") and "graph capture" not in text
+    return (
+        type(error).__name__ == "OutOfMemoryError"
+        or "RESOURCE_EXHAUSTED" in text
+        or "out of memory" in text
+        or warp_allocation
+    )
 
 
 def build_task(task_id: str, *, cuda_graph: bool, **cfg_overrides) -> VecTask:

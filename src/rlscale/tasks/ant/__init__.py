@@ -1,7 +1,7 @@
-"""``Rlscale-Ant``: a quadruped locomotion task on MuJoCo MJX (extra ``rlscale[mjx]``).
+"""``Rlscale-Ant``: a quadruped locomotion task on MuJoCo Warp (extra ``rlscale[warp]``; MJX with ``env.physics=mjx``).
 
-Registered on every install, importing neither torch nor JAX: the backend is imported only when the task is built,
-so listing tasks stays light and a base install fails with one line naming the extra.
+Registered on every install, importing neither torch, Warp nor JAX: the engine is imported only when the task is
+built, so listing tasks stays light and a base install fails with one line naming the extra.
 """
 
 from __future__ import annotations
@@ -12,24 +12,28 @@ if TYPE_CHECKING:
     from rlscale.tasks.ant.cfg import AntCfg
     from rlscale.tasks.base import VecTask
 
-__all__ = ["TASKS", "check_mjx", "make_ant"]
+__all__ = ["TASKS", "check_physics", "make_ant"]
 
 NOT_ISAAC_ANT = "rlscale does not reproduce Isaac Lab's Ant (Rlscale-Ant is a quadruped of its own, see docs/tasks.md)"
 NO_DEXTEROUS_TASK = "rlscale has no dexterous-manipulation task"
 
 
-def check_mjx() -> None:
-    """Raise one line naming the extra when MuJoCo MJX is missing."""
-    from rlscale.tasks.mjx import require_mjx  # imported here: rlscale.tasks.mjx imports torch
+def check_physics() -> None:
+    """Raise one line naming the extra when no MuJoCo engine is installed."""
+    from rlscale.tasks.physics import require_any_engine
 
-    require_mjx("Rlscale-Ant")
+    require_any_engine("Rlscale-Ant")
 
 
 def make_ant(cfg: AntCfg) -> VecTask:
-    """Build the task, importing the MJX backend on first use."""
-    check_mjx()
-    from rlscale.tasks.ant.env import AntTask
+    """Build the task on the config's engine, importing it on first use."""
+    from rlscale.tasks.physics import require_engine
 
+    require_engine("Rlscale-Ant", cfg.physics)
+    if cfg.physics == "mjx":
+        from rlscale.tasks.ant.mjx_env import AntTask
+    else:
+        from rlscale.tasks.ant.env import AntTask
     return AntTask(cfg)
 
 
@@ -40,7 +44,7 @@ TASKS = (
         "cfg_entry_point": "rlscale.tasks.ant.cfg:AntCfg",
         "agent_cfg_files": {"rsl_rl": "rsl_rl_ppo.yaml", "rl_games": "rl_games_ppo.yaml", "skrl": "skrl_ppo.yaml"},
         "package": __name__,
-        "check_available": check_mjx,
+        "check_available": check_physics,
         "closest_for": {
             **dict.fromkeys(("Isaac-Ant", "Isaac-Ant-v0", "Isaac-Ant-Direct", "Isaac-Ant-Direct-v0"), NOT_ISAAC_ANT),
             **dict.fromkeys(

@@ -7,11 +7,11 @@ from typing import Annotated
 
 from annotated_types import Ge, Gt
 
-from rlscale.tasks.mjx import MjxTaskCfg
+from rlscale.tasks.physics import MujocoTaskCfg
 
 
 @dataclass(kw_only=True)
-class AntCfg(MjxTaskCfg):
+class AntCfg(MujocoTaskCfg):
     """Defaults: 60 Hz control over two 120 Hz physics steps, 15 s episodes (Isaac Lab's Ant timing)."""
 
     sim_dt: float = 1.0 / 120.0

@@ -1,10 +1,15 @@
-"""The project's own MJCF quadruped: a torso sphere and four two-segment legs, 8 hinge joints driven by torque motors.
+"""The project's own MJCF quadruped, and what both engines' Ant tasks share of it (:class:`AntMdp`): a torso sphere
+and four two-segment legs, 8 hinge joints driven by torque motors.
 
 Kept small for MJX compile time and step cost: capsule and sphere geoms only, and contacts only between the floor
 and the four lower legs (``contype``/``conaffinity`` bits): four capsule-plane pairs, one collision function to
 compile. The torso needs none: it touches the floor only below the termination height or when flipped.
 The physics step (``timestep``) is set from the task config, not here.
 """
+
+from __future__ import annotations
+
+from rlscale.tasks.ant.cfg import AntCfg
 
 ANT_MJCF = """
 <mujoco model="rlscale_ant">
@@ -64,3 +69,19 @@ ANT_MJCF = """
   </actuator>
 </mujoco>
 """
+
+
+class AntMdp:
+    """The Ant's MDP terms as both engines name them: a mixin of :class:`rlscale.tasks.ant.env.AntTask` (MuJoCo Warp)
+    and :class:`rlscale.tasks.ant.mjx_env.AntTask` (MJX)."""
+
+    mjcf = ANT_MJCF
+    reward_terms = ("track_lin_vel_x", "alive", "termination", "energy", "action_rate")
+    termination_terms = ("torso_height", "flipped")
+    metric_terms = ("forward_speed",)
+    observation_dims = {"policy": 34}
+    cfg: AntCfg
+
+    def reward_weights(self) -> tuple[float, ...]:
+        c = self.cfg
+        return (c.rew_track_lin_vel_x, c.rew_alive, c.rew_termination, c.rew_energy, c.rew_action_rate)

@@ -1,7 +1,8 @@
-"""Velocity-tracking robots on MuJoCo MJX (extra ``rlscale[mjx]``): ``Rlscale-Go1-Flat`` and ``Rlscale-G1-Flat``,
-the closest rlscale tasks for Isaac Lab's ``Isaac-Velocity-Flat-Unitree-Go1-v0`` and ``Isaac-Velocity-Flat-G1-v0``.
+"""Velocity-tracking robots on MuJoCo Warp (extra ``rlscale[warp]``; MJX with ``env.physics=mjx``):
+``Rlscale-Go1-Flat`` and ``Rlscale-G1-Flat``, the closest rlscale tasks for Isaac Lab's
+``Isaac-Velocity-Flat-Unitree-Go1-v0`` and ``Isaac-Velocity-Flat-G1-v0``.
 
-Registered on every install, importing neither torch nor JAX (as :mod:`rlscale.tasks.ant`); docs/robots.md.
+Registered on every install, importing neither torch, Warp nor JAX (as :mod:`rlscale.tasks.ant`); docs/robots.md.
 """
 
 from __future__ import annotations
@@ -13,35 +14,43 @@ if TYPE_CHECKING:
     from rlscale.tasks.base import VecTask
     from rlscale.tasks.locomotion.cfg import G1FlatCfg, Go1FlatCfg
 
-__all__ = ["TASKS", "check_mjx", "make_g1_flat", "make_go1_flat"]
+__all__ = ["TASKS", "check_physics", "make_g1_flat", "make_go1_flat"]
 
 NOT_ISAAC_VELOCITY = (
-    "rlscale does not reproduce Isaac Lab's velocity task exactly (same terms and weights on MJX, contacts read "
+    "rlscale does not reproduce Isaac Lab's velocity task exactly (same terms and weights on MuJoCo, contacts read "
     "from the geometry; docs/robots.md)"
 )
 NO_ROUGH_TERRAIN = "rlscale has no rough terrain (flat ground only; docs/robots.md)"
 
 
-def check_mjx(task_id: str) -> None:
-    """Raise one line naming the extra when MuJoCo MJX is missing."""
-    from rlscale.tasks.mjx import require_mjx  # imported here: rlscale.tasks.mjx imports torch
+def check_physics(task_id: str) -> None:
+    """Raise one line naming the extra when no MuJoCo engine is installed."""
+    from rlscale.tasks.physics import require_any_engine
 
-    require_mjx(task_id)
+    require_any_engine(task_id)
 
 
 def make_go1_flat(cfg: Go1FlatCfg) -> VecTask:
-    """Build ``Rlscale-Go1-Flat``, importing the MJX backend on first use."""
-    check_mjx("Rlscale-Go1-Flat")
-    from rlscale.tasks.locomotion.env import Go1FlatTask
+    """Build ``Rlscale-Go1-Flat`` on the config's engine, importing it on first use."""
+    from rlscale.tasks.physics import require_engine
 
+    require_engine("Rlscale-Go1-Flat", cfg.physics)
+    if cfg.physics == "mjx":
+        from rlscale.tasks.locomotion.mjx_env import Go1FlatTask
+    else:
+        from rlscale.tasks.locomotion.env import Go1FlatTask
     return Go1FlatTask(cfg)
 
 
 def make_g1_flat(cfg: G1FlatCfg) -> VecTask:
-    """Build ``Rlscale-G1-Flat``, importing the MJX backend on first use."""
-    check_mjx("Rlscale-G1-Flat")
-    from rlscale.tasks.locomotion.env import G1FlatTask
+    """Build ``Rlscale-G1-Flat`` on the config's engine, importing it on first use."""
+    from rlscale.tasks.physics import require_engine
 
+    require_engine("Rlscale-G1-Flat", cfg.physics)
+    if cfg.physics == "mjx":
+        from rlscale.tasks.locomotion.mjx_env import G1FlatTask
+    else:
+        from rlscale.tasks.locomotion.env import G1FlatTask
     return G1FlatTask(cfg)
 
 
@@ -55,7 +64,7 @@ def _robot(task_id: str, robot: str, isaac_robot: str, maker: str, cfg: str) -> 
         "cfg_entry_point": f"rlscale.tasks.locomotion.cfg:{cfg}",
         "agent_cfg_files": {library: f"{robot}_{library}_ppo.yaml" for library in ("rsl_rl", "rl_games", "skrl")},
         "package": __name__,
-        "check_available": functools.partial(check_mjx, task_id),
+        "check_available": functools.partial(check_physics, task_id),
         "closest_for": {**dict.fromkeys(flat, NOT_ISAAC_VELOCITY), **dict.fromkeys(rough, NO_ROUGH_TERRAIN)},
     }
 

@@ -14,7 +14,7 @@ from typing import Annotated
 
 from annotated_types import Ge, Gt, Interval
 
-from rlscale.tasks.mjx import MjxTaskCfg
+from rlscale.tasks.physics import MujocoTaskCfg
 
 Range = tuple[float, float]
 Period = tuple[float, float]
@@ -112,7 +112,7 @@ class BipedRewardsCfg(VelocityRewardsCfg):
 
 
 @dataclass(kw_only=True)
-class VelocityTaskCfg(MjxTaskCfg):
+class VelocityTaskCfg(MujocoTaskCfg):
     """Isaac Lab's velocity task timing: 50 Hz policy over four 200 Hz physics steps, 20 s episodes."""
 
     sim_dt: float = 0.005

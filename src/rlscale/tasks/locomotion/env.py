@@ -1,9 +1,11 @@
-"""Velocity-tracking locomotion on MJX, after Isaac Lab's ``LocomotionVelocityRoughEnvCfg`` on flat ground.
+"""Velocity-tracking locomotion on MuJoCo Warp, after Isaac Lab's ``LocomotionVelocityRoughEnvCfg`` on flat ground.
 
 One class serves every robot of :mod:`rlscale.tasks.locomotion.robots`: the robot says which bodies, feet and joints
-play which role, the config (:mod:`rlscale.tasks.locomotion.cfg`) holds Isaac Lab's weights, ranges and noise.
-Per-env state beyond the physics (the command, its timers, the feet's air and contact times, the tracking errors)
-is the backend's task state, so commands, contacts and resets all stay inside the one compiled step.
+play which role, the config (:mod:`rlscale.tasks.locomotion.cfg`) holds Isaac Lab's weights, ranges and noise. The MDP
+is batched torch over every env; per-env state beyond the physics (the command, its timers, the feet's air and
+contact times, the tracking errors) is the backend's task state, so commands, contacts and resets all stay inside
+the one captured step. The same terms in JAX step the robots on MJX (:mod:`rlscale.tasks.locomotion.mjx_env`, with
+``physics=mjx``); tests/test_robots.py holds the two to the same values on the same states.
 
 Contacts are read from the geometry rather than from contact forces: a foot touches the floor when its lowest point
 is below ``foot_contact_height``, and ``base_contact`` ends the episode when a geom of the robot's base-contact body
@@ -12,59 +14,41 @@ reaches the floor (those geoms do not collide; docs/robots.md says why and what 
 
 from __future__ import annotations
 
-import dataclasses
-import re
+import math
 
-import jax
-import jax.numpy as jnp
 import mujoco
 import numpy as np
 import torch
-from mujoco import mjx
 
-from rlscale.tasks.locomotion.cfg import VelocityTaskCfg
-from rlscale.tasks.locomotion.robots import G1, GO1, LeggedRobot
-from rlscale.tasks.mjx.backend import MjxVecTask, TaskState, quat_rotate_inverse
-
-# numpy, like every constant the jitted functions close over: a JAX array would start JAX on its default device
-GRAVITY_DIR = np.array([0.0, 0.0, -1.0], np.float32)
-FORWARD = np.array([1.0, 0.0, 0.0], np.float32)
-STANDING_SPEED = 0.1
-"""Commands slower than this (m/s) ask the robot to stand: no feet air time is rewarded (Isaac Lab's 0.1)."""
-HOME_KEY = "home"
+from rlscale.tasks.locomotion.model import FORWARD, GRAVITY_DIR, STANDING_SPEED, RobotModel
+from rlscale.tasks.locomotion.robots import G1, GO1
+from rlscale.tasks.mjwarp.backend import Physics, TaskState, WarpVecTask
+from rlscale.tasks.mjwarp.rotations import quat_rotate, quat_rotate_inverse
 
 
-def quat_rotate(quat: jax.Array, vec: jax.Array) -> jax.Array:
-    """Rotate a body-frame vector into the world frame by a unit quaternion ``(w, x, y, z)``."""
-    w, xyz = quat[0], quat[1:]
-    return vec * (2.0 * w * w - 1.0) + 2.0 * w * jnp.cross(xyz, vec) + 2.0 * xyz * jnp.dot(xyz, vec)
+def wrap_to_pi(angle: torch.Tensor) -> torch.Tensor:
+    return torch.remainder(angle + math.pi, 2.0 * math.pi) - math.pi
 
 
-def wrap_to_pi(angle: jax.Array) -> jax.Array:
-    return jnp.mod(angle + jnp.pi, 2.0 * jnp.pi) - jnp.pi
-
-
-def lowest_point(geom_type: int, size: np.ndarray, center: jax.Array, rotation: jax.Array) -> jax.Array:
-    """Height of a primitive geom's lowest point, from its world position and rotation (columns: its axes)."""
-    up = rotation[2]  # the world z component of each of the geom's axes
+def lowest_point(geom_type: int, size: torch.Tensor, center: torch.Tensor, rotation: torch.Tensor) -> torch.Tensor:
+    """Height of a primitive geom's lowest point in every env, from its size ``(3,)`` (on the envs' device: the step
+    copies nothing from the host), world positions ``(envs, 3)`` and rotations ``(envs, 3, 3)`` (columns: its axes)."""
+    up = rotation[:, 2]  # the world z component of each of the geom's axes
+    radius, half = size[0], size[1]
     if geom_type == mujoco.mjtGeom.mjGEOM_SPHERE:
-        return center[2] - size[0]
+        return center[:, 2] - radius
     if geom_type == mujoco.mjtGeom.mjGEOM_CAPSULE:
-        return center[2] - jnp.abs(up[2]) * size[1] - size[0]
+        return center[:, 2] - up[:, 2].abs() * half - radius
     if geom_type == mujoco.mjtGeom.mjGEOM_CYLINDER:
-        return center[2] - jnp.abs(up[2]) * size[1] - size[0] * jnp.sqrt(jnp.maximum(1.0 - up[2] ** 2, 0.0))
+        return center[:, 2] - up[:, 2].abs() * half - radius * (1.0 - up[:, 2] ** 2).clamp(min=0.0).sqrt()
     if geom_type == mujoco.mjtGeom.mjGEOM_BOX:
-        return center[2] - jnp.abs(up) @ size
+        return center[:, 2] - up.abs() @ size
     if geom_type == mujoco.mjtGeom.mjGEOM_ELLIPSOID:
-        return center[2] - jnp.linalg.norm(up * size)
+        return center[:, 2] - torch.linalg.norm(up * size, dim=1)
     raise ValueError(f"no lowest point for geom type {mujoco.mjtGeom(geom_type).name}")
 
 
-def _uniform(key: jax.Array, bounds: tuple[float, float], shape: tuple[int, ...] = ()) -> jax.Array:
-    return jax.random.uniform(key, shape, minval=bounds[0], maxval=bounds[1])
-
-
-class VelocityTask(MjxVecTask):
+class VelocityTask(RobotModel, WarpVecTask):
     """Track a base velocity command ``(v_x, v_y, w_z)``.
 
     Observations (Isaac Lab's ``PolicyCfg``, in order): base linear and angular velocity (base frame), projected
@@ -74,303 +58,271 @@ class VelocityTask(MjxVecTask):
     ``error_vel_yaw`` are each episode's mean tracking errors (m/s, rad/s), as Isaac Lab's command metrics.
     """
 
-    robot: LeggedRobot
-    cfg: VelocityTaskCfg
-    termination_terms = ("base_contact",)
-    metric_terms = ("base_velocity/error_vel_xy", "base_velocity/error_vel_yaw")
-
-    def __init__(self, cfg: VelocityTaskCfg):
-        self.mjcf = self.robot.mjcf
-        self.reward_terms = tuple(item.name for item in dataclasses.fields(cfg.rewards))
-        self.cfg = cfg
-        super().__init__(cfg)
-
-    def reward_weights(self) -> tuple[float, ...]:
-        return tuple(getattr(self.cfg.rewards, term) for term in self.reward_terms)
+    def _read_model(self) -> None:
+        super()._read_model()
+        tensor = lambda array: torch.as_tensor(array, device=self.device)  # noqa: E731
+        self._home = tensor(self._home_qpos)
+        self._default = tensor(self._default_joint_pos)
+        self._limits = tensor(self._joint_limits)
+        self._soft = tensor(self._soft_limits)
+        self._masks = {term: tensor(self._joint_mask(term)) for term in self.reward_terms}
+        self._foot_body_index = tensor(self._foot_bodies).long()
+        self._gravity = tensor(GRAVITY_DIR)
+        self._forward = tensor(FORWARD)
+        self._geom_size = tensor(self.mj_model.geom_size.astype(np.float32))
 
     # --- evaluation (rlscale evaluate): fixed commands, each env's tracking error --------------------------------
 
     def set_commands(self, commands: torch.Tensor) -> None:
         """Give every env a fixed ``(v_x, v_y, w_z)`` command ``(num_envs, 3)`` from now on: no heading control, no
         standing envs, no resampling (until the env's next reset)."""
-        task_state = {
-            **self._state["task"],
-            "command": jnp.array(self._to_jax(commands, torch.float32), copy=True),
-            "heading_env": jnp.zeros(self.num_envs, bool),
-            "standing_env": jnp.zeros(self.num_envs, bool),
-            "command_time_left": jnp.full(self.num_envs, jnp.inf, jnp.float32),
-        }
-        self._state = {**self._state, "task": task_state}
+        state = self.task_state
+        state["command"].copy_(commands)
+        state["heading_env"].fill_(False)
+        state["standing_env"].fill_(False)
+        state["command_time_left"].fill_(math.inf)
 
     @property
     def episode_tracking_errors(self) -> torch.Tensor:
         """Each env's mean tracking errors so far in its episode, ``(num_envs, 2)``: linear xy (m/s), yaw (rad/s)."""
-        steps = jnp.maximum(self._state["ep_steps"], 1)[:, None]
-        return torch.from_dlpack(self._state["task"]["error_sums"] / steps)
+        return self.task_state["error_sums"] / self._ep_steps.clamp(min=1)[:, None]
 
-    # --- the model, read once ---------------------------------------------------------------------------------
+    # --- geometry and frames ---------------------------------------------------------------------------------
 
-    def _read_model(self) -> None:
+    def _lowest(self, physics: Physics, geoms: list[int]) -> torch.Tensor:
+        """Lowest point of each of ``geoms`` in every env, ``(envs, len(geoms))``."""
         model = self.mj_model
-        if model.nq - 7 != model.nu or model.jnt_type[0] != mujoco.mjtJoint.mjJNT_FREE:
-            raise ValueError(f"{self.robot.model_file}: needs a free joint first and one actuator per other joint")
-        self.num_joints = model.nu
-        joint_names = [model.joint(index).name for index in range(1, model.njnt)]
-        home = model.key(HOME_KEY).qpos.astype(np.float32)
-        self._home_qpos = home
-        self._default_joint_pos = home[7:]
-        limits = model.jnt_range[1:].astype(np.float32)
-        middle, half = limits.mean(axis=1), (limits[:, 1] - limits[:, 0]) / 2
-        factor = self.cfg.soft_joint_pos_limit_factor
-        self._joint_limits = limits
-        self._soft_limits = np.stack((middle - factor * half, middle + factor * half), axis=1)
-        self._joint_masks = {
-            term: np.array(
-                [any(re.fullmatch(pattern, name) for pattern in patterns) for name in joint_names], np.float32
-            )
-            for term, patterns in self.robot.joint_groups.items()
-        }
-        self._base_body = model.body(self.robot.base_body).id
-        contact_body = model.body(self.robot.base_contact_body).id
-        self._base_geoms = [geom for geom in range(model.ngeom) if model.geom_bodyid[geom] == contact_body]
-        self._foot_geoms = [
-            [geom for geom in range(model.ngeom) if model.geom(geom).name.startswith(foot)] for foot in self.robot.feet
-        ]
-        if not self._base_geoms or not all(self._foot_geoms):
-            raise ValueError(f"{self.robot.model_file}: the base-contact body and every foot need a geom")
-        self._foot_bodies = np.array([model.body(name).id for name in self.robot.foot_bodies], np.int32)
-        self._root_body = int(model.body_rootid[self._base_body])
-
-    def _joint_mask(self, term: str) -> np.ndarray:
-        return self._joint_masks.get(term, np.ones(self.num_joints, np.float32))
-
-    def _lowest(self, data: mjx.Data, geoms: list[int]) -> jax.Array:
-        model = self.mj_model
-        return jnp.stack(
-            [lowest_point(model.geom_type[g], model.geom_size[g], data.geom_xpos[g], data.geom_xmat[g]) for g in geoms]
+        return torch.stack(
+            [
+                lowest_point(model.geom_type[g], self._geom_size[g], physics.geom_xpos[:, g], physics.geom_xmat[:, g])
+                for g in geoms
+            ],
+            dim=1,
         )
 
-    # --- commands --------------------------------------------------------------------------------------------
+    def _base_velocities(self, physics: Physics) -> tuple[torch.Tensor, torch.Tensor]:
+        """Linear and angular base velocity in the base frame (a free joint's are world and body frame)."""
+        return quat_rotate_inverse(physics.qpos[:, 3:7], physics.qvel[:, :3]), physics.qvel[:, 3:6]
 
-    def _sample_command(self, key: jax.Array) -> TaskState:
+    def _heading(self, physics: Physics) -> torch.Tensor:
+        forward = quat_rotate(physics.qpos[:, 3:7], self._forward.expand(self.num_envs, 3))
+        return torch.atan2(forward[:, 1], forward[:, 0])
+
+    def _tracked_velocity(self, physics: Physics) -> torch.Tensor:
+        """``(v_x, v_y, w_z)`` as the tracking rewards read it: base frame, or yaw frame and world ``w_z``."""
+        lin_b, ang_b = self._base_velocities(physics)
+        if not self.cfg.track_in_yaw_frame:
+            return torch.cat((lin_b[:, :2], ang_b[:, 2:]), dim=1)
+        heading = self._heading(physics)
+        cos, sin = torch.cos(heading), torch.sin(heading)
+        vx, vy = physics.qvel[:, 0], physics.qvel[:, 1]
+        ang_w = quat_rotate(physics.qpos[:, 3:7], ang_b)
+        return torch.stack((cos * vx + sin * vy, -sin * vx + cos * vy, ang_w[:, 2]), dim=1)
+
+    # --- commands, resets and events -------------------------------------------------------------------------
+
+    def _sample_command(self, n: int) -> TaskState:
         c = self.cfg.commands
-        keys = jax.random.split(key, 7)
-        command = jnp.stack(
-            (_uniform(keys[0], c.lin_vel_x), _uniform(keys[1], c.lin_vel_y), _uniform(keys[2], c.ang_vel_z))
+        command = torch.stack(
+            (self.uniform(c.lin_vel_x, (n,)), self.uniform(c.lin_vel_y, (n,)), self.uniform(c.ang_vel_z, (n,))), dim=1
         )
+        heading_env = self.uniform((0.0, 1.0), (n,)) < c.rel_heading_envs
         return {
             "command": command,
-            "heading_target": _uniform(keys[3], c.heading),
-            "heading_env": jax.random.uniform(keys[4]) < c.rel_heading_envs if c.heading_command else jnp.bool_(False),
-            "standing_env": jax.random.uniform(keys[5]) < c.rel_standing_envs,
-            "command_time_left": _uniform(keys[6], c.resampling_time_s),
+            "heading_target": self.uniform(c.heading, (n,)),
+            "heading_env": heading_env & c.heading_command,
+            "standing_env": self.uniform((0.0, 1.0), (n,)) < c.rel_standing_envs,
+            "command_time_left": self.uniform(c.resampling_time_s, (n,)),
         }
 
-    def _init_task_state(self, key: jax.Array, data: mjx.Data) -> TaskState:
-        command_key, push_key = jax.random.split(key)
+    def _init_task_state(self, n: int, physics: Physics) -> TaskState:
         feet = len(self.robot.feet)
+        flags = torch.zeros(n, feet, dtype=torch.bool, device=self.device)
+        times = torch.zeros(n, feet, device=self.device)
         return {
-            **self._sample_command(command_key),
-            "push_time_left": _uniform(push_key, self.cfg.events.push_interval_s),
-            "foot_contact": jnp.zeros(feet, bool),
-            "first_contact": jnp.zeros(feet, bool),
-            "air_time": jnp.zeros(feet, jnp.float32),
-            "contact_time": jnp.zeros(feet, jnp.float32),
-            "last_air_time": jnp.zeros(feet, jnp.float32),
-            "error_sums": jnp.zeros(2, jnp.float32),
+            **self._sample_command(n),
+            "push_time_left": self.uniform(self.cfg.events.push_interval_s, (n,)),
+            "foot_contact": flags,
+            "first_contact": flags.clone(),
+            "air_time": times,
+            "contact_time": times.clone(),
+            "last_air_time": times.clone(),
+            "error_sums": torch.zeros(n, 2, device=self.device),
         }
 
-    # --- the MDP hooks ---------------------------------------------------------------------------------------
-
-    def _sample_reset(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def _sample_reset(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
         e = self.cfg.events
-        yaw_key, scale_key, velocity_key = jax.random.split(key, 3)
-        yaw = _uniform(yaw_key, e.reset_yaw)
-        joints = self._default_joint_pos * _uniform(scale_key, e.reset_joint_position_scale, (self.num_joints,))
-        joints = jnp.clip(joints, self._joint_limits[:, 0], self._joint_limits[:, 1])
-        quat = jnp.stack((jnp.cos(yaw / 2), 0.0, 0.0, jnp.sin(yaw / 2)))
-        qpos = jnp.concatenate((self._home_qpos[:3], quat, joints))
-        base_velocity = _uniform(velocity_key, (-e.reset_base_velocity, e.reset_base_velocity), (6,))
-        return qpos, jnp.concatenate((base_velocity, jnp.zeros(self.num_joints, jnp.float32)))
+        yaw = self.uniform(e.reset_yaw, (n,))
+        joints = self._default * self.uniform(e.reset_joint_position_scale, (n, self.num_joints))
+        joints = torch.clamp(joints, self._limits[:, 0], self._limits[:, 1])
+        zero = torch.zeros_like(yaw)
+        quat = torch.stack((torch.cos(yaw / 2), zero, zero, torch.sin(yaw / 2)), dim=1)
+        qpos = torch.cat((self._home[:3].expand(n, 3), quat, joints), dim=1)
+        base_velocity = self.uniform((-e.reset_base_velocity, e.reset_base_velocity), (n, 6))
+        return qpos, torch.cat((base_velocity, torch.zeros(n, self.num_joints, device=self.device)), dim=1)
 
-    def _control(self, action: jax.Array) -> jax.Array:
-        return self._default_joint_pos + self.cfg.action_scale * action
+    def _control(self, action: torch.Tensor) -> torch.Tensor:
+        return self._default + self.cfg.action_scale * action
 
-    def _base_velocities(self, data: mjx.Data) -> tuple[jax.Array, jax.Array]:
-        """Linear and angular base velocity in the base frame (a free joint's are world and body frame)."""
-        return quat_rotate_inverse(data.qpos[3:7], data.qvel[:3]), data.qvel[3:6]
-
-    def _tracked_velocity(self, data: mjx.Data) -> jax.Array:
-        """``(v_x, v_y, w_z)`` as the tracking rewards read it: base frame, or yaw frame and world ``w_z``."""
-        lin_b, ang_b = self._base_velocities(data)
-        if not self.cfg.track_in_yaw_frame:
-            return jnp.concatenate((lin_b[:2], ang_b[2:]))
-        heading = self._heading(data)
-        cos, sin = jnp.cos(heading), jnp.sin(heading)
-        vx, vy = data.qvel[0], data.qvel[1]
-        ang_w = quat_rotate(data.qpos[3:7], ang_b)
-        return jnp.stack((cos * vx + sin * vy, -sin * vx + cos * vy, ang_w[2]))
-
-    def _heading(self, data: mjx.Data) -> jax.Array:
-        forward = quat_rotate(data.qpos[3:7], FORWARD)
-        return jnp.arctan2(forward[1], forward[0])
-
-    def _after_physics(self, data: mjx.Data, task_state: TaskState, action: jax.Array) -> TaskState:
+    def _after_physics(self, physics: Physics, task_state: TaskState, action: torch.Tensor) -> TaskState:
         """Feet contact bookkeeping (Isaac Lab's contact sensor, at the policy rate) and the tracking errors."""
         dt = self.step_dt
-        lowest = [self._lowest(data, geoms).min() for geoms in self._foot_geoms]
-        contact = jnp.stack(lowest) < self.cfg.foot_contact_height
+        lowest = torch.stack([self._lowest(physics, geoms).amin(dim=1) for geoms in self._foot_geoms], dim=1)
+        contact = lowest < self.cfg.foot_contact_height
         air_time, contact_time = task_state["air_time"], task_state["contact_time"]
         first_contact = contact & (air_time > 0.0)
-        lin_b, ang_b = self._base_velocities(data)
+        lin_b, ang_b = self._base_velocities(physics)
         command = task_state["command"]
-        errors = jnp.stack((jnp.linalg.norm(command[:2] - lin_b[:2]), jnp.abs(command[2] - ang_b[2])))
+        errors = torch.stack(
+            (torch.linalg.norm(command[:, :2] - lin_b[:, :2], dim=1), (command[:, 2] - ang_b[:, 2]).abs()), dim=1
+        )
         return {
             **task_state,
             "foot_contact": contact,
             "first_contact": first_contact,
-            "last_air_time": jnp.where(first_contact, air_time, task_state["last_air_time"]),
-            "air_time": jnp.where(contact, 0.0, air_time + dt),
-            "contact_time": jnp.where(contact, contact_time + dt, 0.0),
+            "last_air_time": torch.where(first_contact, air_time, task_state["last_air_time"]),
+            "air_time": torch.where(contact, 0.0, air_time + dt),
+            "contact_time": torch.where(contact, contact_time + dt, 0.0),
             "error_sums": task_state["error_sums"] + errors,
         }
 
-    def _before_observe(self, data: mjx.Data, task_state: TaskState, key: jax.Array) -> tuple[mjx.Data, TaskState]:
+    def _before_observe(self, physics: Physics, task_state: TaskState) -> TaskState:
         """Isaac Lab's command manager (resampling, heading control, standing envs) and ``push_robot``."""
-        c, e, dt = self.cfg.commands, self.cfg.events, self.step_dt
-        command_key, push_key, interval_key = jax.random.split(key, 3)
+        c, e, dt, n = self.cfg.commands, self.cfg.events, self.step_dt, self.num_envs
         time_left = task_state["command_time_left"] - dt
-        resampled = self._sample_command(command_key)
+        resampled = self._sample_command(n)
         expired = time_left <= 0.0
         task_state = {
             **task_state,
-            **{name: jnp.where(expired, new, task_state[name]) for name, new in resampled.items()},
+            **{
+                name: torch.where(expired.reshape((-1,) + (1,) * (new.ndim - 1)), new, task_state[name])
+                for name, new in resampled.items()
+            },
         }
-        task_state["command_time_left"] = jnp.where(expired, resampled["command_time_left"], time_left)
+        task_state["command_time_left"] = torch.where(expired, resampled["command_time_left"], time_left)
         command = task_state["command"]
         if c.heading_command:
-            error = wrap_to_pi(task_state["heading_target"] - self._heading(data))
-            steered = jnp.clip(c.heading_control_stiffness * error, *c.ang_vel_z)
-            command = command.at[2].set(jnp.where(task_state["heading_env"], steered, command[2]))
-        task_state["command"] = jnp.where(task_state["standing_env"], 0.0, command)
+            error = wrap_to_pi(task_state["heading_target"] - self._heading(physics))
+            steered = torch.clamp(c.heading_control_stiffness * error, *c.ang_vel_z)
+            yaw = torch.where(task_state["heading_env"], steered, command[:, 2])
+            command = torch.cat((command[:, :2], yaw[:, None]), dim=1)
+        task_state["command"] = torch.where(task_state["standing_env"][:, None], 0.0, command)
         if e.push_velocity_xy > 0.0:
             push_left = task_state["push_time_left"] - dt
-            push = _uniform(push_key, (-e.push_velocity_xy, e.push_velocity_xy), (2,))
-            data = data.replace(qvel=data.qvel.at[:2].add(jnp.where(push_left <= 0.0, push, 0.0)))
-            next_push = _uniform(interval_key, e.push_interval_s)
-            task_state["push_time_left"] = jnp.where(push_left <= 0.0, next_push, push_left)
-        return data, task_state
+            push = self.uniform((-e.push_velocity_xy, e.push_velocity_xy), (n, 2))
+            due = push_left <= 0.0
+            physics.qvel[:, :2] += torch.where(due[:, None], push, 0.0)
+            next_push = self.uniform(e.push_interval_s, (n,))
+            task_state["push_time_left"] = torch.where(due, next_push, push_left)
+        return task_state
 
-    def _observe(self, data: mjx.Data, task_state: TaskState, last_action: jax.Array, key: jax.Array) -> jax.Array:
-        lin_b, ang_b = self._base_velocities(data)
+    # --- observation, terminations, rewards -------------------------------------------------------------------
+
+    def _observe(self, physics: Physics, task_state: TaskState, last_action: torch.Tensor) -> torch.Tensor:
+        lin_b, ang_b = self._base_velocities(physics)
+        gravity = quat_rotate_inverse(physics.qpos[:, 3:7], self._gravity.expand(self.num_envs, 3))
         terms = (
             (lin_b, "base_lin_vel"),
             (ang_b, "base_ang_vel"),
-            (quat_rotate_inverse(data.qpos[3:7], GRAVITY_DIR), "projected_gravity"),
+            (gravity, "projected_gravity"),
             (task_state["command"], None),
-            (data.qpos[7:] - self._default_joint_pos, "joint_pos"),
-            (data.qvel[6:], "joint_vel"),
+            (physics.qpos[:, 7:] - self._default, "joint_pos"),
+            (physics.qvel[:, 6:], "joint_vel"),
             (last_action, None),
         )
         noise = self.cfg.noise
-        keys = jax.random.split(key, len(terms))
-        return jnp.concatenate(
+        return torch.cat(
             [
-                value + _uniform(term_key, (-getattr(noise, name), getattr(noise, name)), value.shape)
+                value + self.uniform((-getattr(noise, name), getattr(noise, name)), value.shape)
                 if noise.enable and name is not None
                 else value
-                for (value, name), term_key in zip(terms, keys, strict=True)
-            ]
+                for value, name in terms
+            ],
+            dim=1,
         )
 
-    def _termination_flags(self, data: mjx.Data, task_state: TaskState) -> jax.Array:
-        return jnp.stack((self._lowest(data, self._base_geoms).min() < 0.0,))
+    def _termination_flags(self, physics: Physics, task_state: TaskState) -> torch.Tensor:
+        return (self._lowest(physics, self._base_geoms).amin(dim=1) < 0.0)[:, None]
 
-    def _reward_values(
-        self, data: mjx.Data, task_state: TaskState, action: jax.Array, last_action: jax.Array, terminated: jax.Array
-    ) -> jax.Array:
+    def _reward_values(self, physics, task_state, action, last_action, terminated) -> torch.Tensor:
         weights = dict(zip(self.reward_terms, self.reward_weights(), strict=True))
+        zero = torch.zeros(self.num_envs, device=self.device)
         # a term of weight 0 is not computed, as in Isaac Lab's reward manager (its log stays 0)
-        return jnp.stack(
+        return torch.stack(
             [
-                getattr(self, f"_reward_{term}")(data, task_state, action, last_action, terminated)
+                getattr(self, f"_reward_{term}")(physics, task_state, action, last_action, terminated)
                 if weights[term]
-                else jnp.float32(0.0)
+                else zero
                 for term in self.reward_terms
-            ]
+            ],
+            dim=1,
         )
 
-    def _episode_metrics(self, data: mjx.Data, task_state: TaskState, episode_steps: jax.Array) -> jax.Array:
-        return task_state["error_sums"] / jnp.maximum(episode_steps, 1)
+    def _episode_metrics(self, physics: Physics, task_state: TaskState, episode_steps: torch.Tensor) -> torch.Tensor:
+        return task_state["error_sums"] / episode_steps.clamp(min=1)[:, None]
 
     # --- reward terms, by Isaac Lab's names (``mdp/rewards.py`` and ``isaaclab.envs.mdp.rewards``) ---------------
 
-    def _reward_track_lin_vel_xy_exp(self, data, task_state, action, last_action, terminated):
-        error = jnp.sum(jnp.square(task_state["command"][:2] - self._tracked_velocity(data)[:2]))
-        return jnp.exp(-error / self.cfg.tracking_std**2)
+    def _reward_track_lin_vel_xy_exp(self, physics, task_state, action, last_action, terminated):
+        error = (task_state["command"][:, :2] - self._tracked_velocity(physics)[:, :2]).square().sum(dim=1)
+        return torch.exp(-error / self.cfg.tracking_std**2)
 
-    def _reward_track_ang_vel_z_exp(self, data, task_state, action, last_action, terminated):
-        error = jnp.square(task_state["command"][2] - self._tracked_velocity(data)[2])
-        return jnp.exp(-error / self.cfg.tracking_std**2)
+    def _reward_track_ang_vel_z_exp(self, physics, task_state, action, last_action, terminated):
+        error = (task_state["command"][:, 2] - self._tracked_velocity(physics)[:, 2]).square()
+        return torch.exp(-error / self.cfg.tracking_std**2)
 
-    def _reward_lin_vel_z_l2(self, data, task_state, action, last_action, terminated):
-        return jnp.square(self._base_velocities(data)[0][2])
+    def _reward_lin_vel_z_l2(self, physics, task_state, action, last_action, terminated):
+        return self._base_velocities(physics)[0][:, 2].square()
 
-    def _reward_ang_vel_xy_l2(self, data, task_state, action, last_action, terminated):
-        return jnp.sum(jnp.square(self._base_velocities(data)[1][:2]))
+    def _reward_ang_vel_xy_l2(self, physics, task_state, action, last_action, terminated):
+        return self._base_velocities(physics)[1][:, :2].square().sum(dim=1)
 
-    def _reward_dof_torques_l2(self, data, task_state, action, last_action, terminated):
-        return jnp.sum(jnp.square(data.actuator_force) * self._joint_mask("dof_torques_l2"))
+    def _reward_dof_torques_l2(self, physics, task_state, action, last_action, terminated):
+        return (physics.actuator_force.square() * self._masks["dof_torques_l2"]).sum(dim=1)
 
-    def _reward_dof_acc_l2(self, data, task_state, action, last_action, terminated):
-        return jnp.sum(jnp.square(data.qacc[6:]) * self._joint_mask("dof_acc_l2"))
+    def _reward_dof_acc_l2(self, physics, task_state, action, last_action, terminated):
+        return (physics.qacc[:, 6:].square() * self._masks["dof_acc_l2"]).sum(dim=1)
 
-    def _reward_action_rate_l2(self, data, task_state, action, last_action, terminated):
-        return jnp.sum(jnp.square(action - last_action))
+    def _reward_action_rate_l2(self, physics, task_state, action, last_action, terminated):
+        return (action - last_action).square().sum(dim=1)
 
-    def _reward_feet_air_time(self, data, task_state, action, last_action, terminated):
+    def _reward_feet_air_time(self, physics, task_state, action, last_action, terminated):
         """Quadrupeds: air time beyond the threshold at each touchdown; bipeds (two feet): Isaac Lab's
         ``feet_air_time_positive_biped``, the shorter single-stance phase time, capped at the threshold."""
         threshold = self.cfg.feet_air_time_threshold
         if len(self.robot.feet) == 2:
             contact = task_state["foot_contact"]
-            in_mode_time = jnp.where(contact, task_state["contact_time"], task_state["air_time"])
-            single_stance = contact.sum() == 1
-            reward = jnp.minimum(jnp.min(jnp.where(single_stance, in_mode_time, 0.0)), threshold)
+            in_mode_time = torch.where(contact, task_state["contact_time"], task_state["air_time"])
+            single_stance = contact.sum(dim=1) == 1
+            shorter = torch.where(single_stance[:, None], in_mode_time, 0.0).amin(dim=1)
+            reward = shorter.clamp(max=threshold)
         else:
-            reward = jnp.sum((task_state["last_air_time"] - threshold) * task_state["first_contact"])
-        return reward * (jnp.linalg.norm(task_state["command"][:2]) > STANDING_SPEED)
+            reward = ((task_state["last_air_time"] - threshold) * task_state["first_contact"]).sum(dim=1)
+        return reward * (torch.linalg.norm(task_state["command"][:, :2], dim=1) > STANDING_SPEED)
 
-    def _reward_flat_orientation_l2(self, data, task_state, action, last_action, terminated):
-        return jnp.sum(jnp.square(quat_rotate_inverse(data.qpos[3:7], GRAVITY_DIR)[:2]))
+    def _reward_flat_orientation_l2(self, physics, task_state, action, last_action, terminated):
+        gravity = quat_rotate_inverse(physics.qpos[:, 3:7], self._gravity.expand(self.num_envs, 3))
+        return gravity[:, :2].square().sum(dim=1)
 
-    def _reward_dof_pos_limits(self, data, task_state, action, last_action, terminated):
-        joints = data.qpos[7:]
-        below = -jnp.minimum(joints - self._soft_limits[:, 0], 0.0)
-        above = jnp.maximum(joints - self._soft_limits[:, 1], 0.0)
-        return jnp.sum((below + above) * self._joint_mask("dof_pos_limits"))
+    def _reward_dof_pos_limits(self, physics, task_state, action, last_action, terminated):
+        joints = physics.qpos[:, 7:]
+        below = -(joints - self._soft[:, 0]).clamp(max=0.0)
+        above = (joints - self._soft[:, 1]).clamp(min=0.0)
+        return ((below + above) * self._masks["dof_pos_limits"]).sum(dim=1)
 
-    def _reward_termination_penalty(self, data, task_state, action, last_action, terminated):
-        return terminated.astype(jnp.float32)
+    def _reward_termination_penalty(self, physics, task_state, action, last_action, terminated):
+        return terminated.float()
 
-    def _reward_feet_slide(self, data, task_state, action, last_action, terminated):
+    def _reward_feet_slide(self, physics, task_state, action, last_action, terminated):
         """Speed of each foot body over the floor while it touches it (from the com-based body velocity)."""
-        angular, linear = data.cvel[self._foot_bodies, :3], data.cvel[self._foot_bodies, 3:]
-        offset = data.xpos[self._foot_bodies] - data.subtree_com[self._root_body]
-        velocity = linear + jnp.cross(angular, offset)
-        return jnp.sum(jnp.linalg.norm(velocity[:, :2], axis=1) * task_state["foot_contact"])
+        feet = self._foot_body_index
+        angular, linear = physics.cvel[:, feet, :3], physics.cvel[:, feet, 3:]
+        offset = physics.xpos[:, feet] - physics.subtree_com[:, self._root_body, None]
+        velocity = linear + torch.linalg.cross(angular, offset)
+        return (torch.linalg.norm(velocity[..., :2], dim=2) * task_state["foot_contact"]).sum(dim=1)
 
-    def _joint_deviation(self, data: mjx.Data, term: str) -> jax.Array:
-        return jnp.sum(jnp.abs(data.qpos[7:] - self._default_joint_pos) * self._joint_mask(term))
-
-    def _reward_joint_deviation_hip(self, data, task_state, action, last_action, terminated):
-        return self._joint_deviation(data, "joint_deviation_hip")
-
-    def _reward_joint_deviation_arms(self, data, task_state, action, last_action, terminated):
-        return self._joint_deviation(data, "joint_deviation_arms")
-
-    def _reward_joint_deviation_torso(self, data, task_state, action, last_action, terminated):
-        return self._joint_deviation(data, "joint_deviation_torso")
+    def _joint_deviation(self, physics: Physics, term: str) -> torch.Tensor:
+        return ((physics.qpos[:, 7:] - self._default).abs() * self._masks[term]).sum(dim=1)
 
 
 class Go1FlatTask(VelocityTask):

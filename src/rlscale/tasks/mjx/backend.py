@@ -29,7 +29,7 @@ import torch  # noqa: E402
 from mujoco import mjx  # noqa: E402
 
 from rlscale.tasks.base import Observations, VecTask  # noqa: E402
-from rlscale.tasks.mjx import MjxTaskCfg  # noqa: E402
+from rlscale.tasks.physics import MujocoTaskCfg  # noqa: E402
 
 TaskState = dict[str, jax.Array]
 """A task's own per-env state (:meth:`MjxVecTask._init_task_state`): arrays the step carries and resets."""
@@ -90,7 +90,7 @@ class MjxVecTask(VecTask):
     metric_terms: tuple[str, ...] = ()
     graph_capturable = False  # JAX runs its own executables: nothing for a torch CUDA graph to capture
 
-    def __init__(self, cfg: MjxTaskCfg):
+    def __init__(self, cfg: MujocoTaskCfg):
         self.cfg = cfg
         self.num_envs = cfg.num_envs
         self.device = torch.device(cfg.device)
