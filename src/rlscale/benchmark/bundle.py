@@ -28,8 +28,9 @@ from rlscale.rl import LIBRARIES, fill_schema_enum, ml_frameworks
 SCHEMA_VERSION = "1.0"
 PACKAGE_KEYS = {"rlscale": "rlscale", "torch": "torch"}
 PACKAGE_KEYS |= {name: library.distribution for name, library in LIBRARIES.items()} | {"jax": "jax", "numpy": "numpy"}
-PACKAGE_KEYS |= {"mujoco": "mujoco", "mujoco_warp": "mujoco-warp", "warp": "warp-lang", "mujoco_mjx": "mujoco-mjx"}
 """Bundle key → distribution name."""
+ENGINE_KEYS = {"mujoco": "mujoco", "mujoco_warp": "mujoco-warp", "warp": "warp-lang", "mujoco_mjx": "mujoco-mjx"}
+"""The MuJoCo tasks' engines: optional keys, absent in bundles made before they were recorded."""
 
 
 class InvalidBundle(ValueError):
@@ -116,7 +117,7 @@ def versions_section() -> dict:
 
     installed = package_versions()
     git = git_state()
-    section = {key: installed.get(name) for key, name in PACKAGE_KEYS.items()}
+    section = {key: installed.get(name) for key, name in (PACKAGE_KEYS | ENGINE_KEYS).items()}
     section["torch"] = section["torch"] or torch.__version__
     section |= {"cuda": torch.version.cuda, "python": platform.python_version()}
     return section | {"git_commit": git["sha"], "git_dirty": git["dirty"]}

@@ -158,7 +158,9 @@ class TrackedTask(VecTask):
     def _finish_iteration(self, now: float) -> None:
         returns, lengths, count, *metrics = self._sums.tolist()  # the one host sync per iteration
         self._sums.zero_()
-        self.task.check_physics()
+        check_physics = getattr(self.task, "check_physics", None)  # a duck-typed task may lack the optional hook
+        if check_physics is not None:
+            check_physics()
         if count:
             self._last_means = [returns / count, lengths / count, *(value / count for value in metrics)]
         record = IterationRecord(
