@@ -43,7 +43,6 @@ CAPACITY_OVERFLOWS = {
     mjw.OverflowType.CCD: "contacts_per_world",
 }
 """MuJoCo Warp's overflow bits that mean a buffer was too small → the task setting that sizes it."""
-ITERATION_CAP = mjw.OverflowType.ITERATIONS
 CAP_LOG_KEY = "Physics/solver_iteration_cap"
 
 
@@ -291,7 +290,7 @@ class WarpVecTask(VecTask):
         """Fold this step's overflow flags into the run's and clear them; the share of worlds at the iteration cap."""
         flags = self._overflow
         self._overflowed |= ((flags[:, None] & self._capacity_bits) != 0).any(dim=0)
-        capped = ((flags & int(ITERATION_CAP)) != 0).float().mean()
+        capped = ((flags & int(mjw.OverflowType.ITERATIONS)) != 0).float().mean()
         flags.zero_()
         return capped
 
