@@ -534,6 +534,9 @@ def test_evaluate_reports_tracking_error_and_falls_per_command(tmp_path, library
         assert [entry["envs"] for entry in evaluation["per_command"]] == [2, 2]
         summary = evaluation["summary"]
         assert summary["envs"] == 4 and 0.0 <= summary["fall_rate"] <= 1.0 and summary["lin_vel_error_mps"] >= 0.0
+    if torch.cuda.is_available():  # on a GPU the evaluation's step replays one CUDA graph
+        on_cuda = rlscale("evaluate", "--checkpoint", str(checkpoints[-1]), "--num_envs", "4", "--device", "cuda")
+        assert on_cuda.returncode == 0 and "eagerly" not in on_cuda.stderr, on_cuda.stderr[-3000:]
 
 
 @pytest.mark.parametrize(

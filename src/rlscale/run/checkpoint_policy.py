@@ -94,15 +94,17 @@ def is_velocity_task(task_id: str) -> bool:
 
 
 def task_and_policy(
-    manifest: dict[str, Any], checkpoint: Path, device: str, **overrides: Any
+    manifest: dict[str, Any], checkpoint: Path, device: str, cuda_graph: bool = False, **overrides: Any
 ) -> tuple[VecTask, Callable[[dict], torch.Tensor]]:
-    """The run's task on ``device``, built with the run's env overrides and then ``overrides``, and the checkpoint's
-    deterministic policy, a function of the task's observation groups (checked by :func:`checkpoint_refusal`)."""
+    """The run's task on ``device``, built with the run's env overrides and then ``overrides`` (its step replayed as
+    one CUDA graph where ``cuda_graph`` and the task allow), and the checkpoint's deterministic policy, a function of
+    the task's observation groups (checked by :func:`checkpoint_refusal`)."""
     from rlscale.rl import load_adapter
-    from rlscale.tasks import make_task
+    from rlscale.tasks.graph import build_task
 
     run_args = manifest["args"]
-    task = make_task(run_args["task"], **(run_args["env_overrides"] | overrides | {"device": device}))
+    task_cfg = run_args["env_overrides"] | overrides | {"device": device}
+    task = build_task(run_args["task"], cuda_graph=cuda_graph, **task_cfg)
     adapter = cast("EvaluatingAdapter", load_adapter(run_args["rl_library"]))
     policy = adapter.inference_policy(task, manifest["agent_cfg"], checkpoint, device, run_args["ml_framework"])
     return task, policy

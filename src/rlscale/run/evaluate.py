@@ -107,27 +107,30 @@ def evaluate(manifest: dict[str, Any], args: Any) -> Iterator[dict[str, Any]]:
 def _evaluate_one(manifest: dict[str, Any], checkpoint: Path, args: Any) -> dict[str, Any]:
     import torch
 
+    from rlscale.tasks.graph import unwrapped
     from rlscale.tasks.locomotion.cfg import EVALUATION_COMMANDS, EVALUATION_OVERRIDES
 
     run_args = manifest["args"]
     overrides = EVALUATION_OVERRIDES | {"num_envs": args.num_envs, "seed": args.seed}
-    task, policy = task_and_policy(manifest, checkpoint, args.device, **overrides)
+    # The step replayed as one CUDA graph, as in training: eager, a robot's step is hundreds of kernel launches.
+    task, policy = task_and_policy(manifest, checkpoint, args.device, cuda_graph=True, **overrides)
+    velocity_task = unwrapped(task)
     commands = torch.tensor(args.command or EVALUATION_COMMANDS, dtype=torch.float32)
     env_command = torch.arange(args.num_envs) % len(commands)
 
     started = time.perf_counter()
     observations, _ = task.reset()
-    task.set_commands(commands[env_command].to(args.device))
+    velocity_task.set_commands(commands[env_command].to(args.device))
     observations = task.get_observations()
     finished = torch.zeros(args.num_envs, dtype=torch.bool, device=args.device)
     fell = torch.zeros_like(finished)
     errors = torch.zeros(args.num_envs, 2, device=args.device)
     with torch.inference_mode():
         for step in range(task.max_episode_length):
-            running = task.episode_tracking_errors.clone()  # this step resets the envs that end in it
+            running = velocity_task.episode_tracking_errors.clone()  # this step resets the envs that end in it
             observations, _, terminated, truncated, _ = task.step(policy(observations))
             ending = (terminated | truncated) & ~finished
-            errors[ending] = running[ending]
+            errors = torch.where(ending[:, None], running, errors)  # no host sync, unlike a masked assignment
             fell |= terminated & ending
             finished |= ending
             if step % 100 == 0:

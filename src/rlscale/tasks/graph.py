@@ -127,6 +127,12 @@ def graphed_if_possible(task: VecTask, enabled: bool = True) -> VecTask:
     return task
 
 
+def unwrapped(task: VecTask) -> VecTask:
+    """The task a :class:`GraphedTask` replays, for what only that task has (a velocity task's ``set_commands``, say);
+    any other task itself."""
+    return task.task if isinstance(task, GraphedTask) else task
+
+
 class TaskDoesNotFit(Exception):
     """The device ran out of memory while the task was built: too many envs for it."""
 
