@@ -10,12 +10,14 @@ import statistics
 from datetime import datetime
 from pathlib import Path
 
+import pandas as pd
 from quoted_common import RESULTS_DOC, Quote
 
 ROBOTS_DOC = "docs/robots.md"
 RESULTS = Path("results/h200/robots")
 STUDY_TRAINING = Path("results/h200/first_hour/outputs/benchmark/training/Rlscale-Go1-Flat")
 ROBOTS_STUDY = Path("results/h200/robots_study/evaluate/train")
+WARP_LEARNING = Path("results/h100/warp_learning")
 STUDY_PARITY = Path("results/h200/first_hour/second_run/outputs/parity/Rlscale-Go1-Flat/rsl_rl/ws1")
 CONSOLE = re.compile(r"it (\d+)/\d+\s+([\d,]+) steps/s")
 FROM_ITERATION = 10
@@ -273,6 +275,35 @@ def walking_g1_time_quotes(root: Path) -> list[Quote]:
     ]
 
 
+def warp_learning_quotes(root: Path) -> list[Quote]:
+    """The robots on MuJoCo Warp on one H100 (results/h100/warp_learning/): the G1's first evaluated checkpoint, the
+    Go1's fewest falls at any evaluated checkpoint, and the sweep's fastest rate per robot."""
+    folder = root / WARP_LEARNING
+    g1 = json.loads((folder / "g1_seed1" / "eval_model_250.json").read_text())["summary"]
+    go1_falls = min(
+        json.loads(path.read_text())["summary"]["fall_rate"] for path in folder.glob("go1_seed*/eval_model_*.json")
+    )
+    sweep = pd.read_csv(folder / "sweep.csv")
+    fastest = sweep.groupby("robot").env_steps_per_s.max()
+    return [
+        Quote(
+            ROBOTS_DOC,
+            "G1 on MuJoCo Warp, iteration 250",
+            f"{g1['lin_vel_error_mps']:.3f} m/s linear, {g1['ang_vel_error_radps']:.3f} rad/s yaw, "
+            f"{100 * g1['fall_rate']:.1f} % falls",
+        ),
+        Quote(
+            ROBOTS_DOC, "Go1 on MuJoCo Warp, fewest falls", f"fell in {100 * go1_falls:.1f} % of the episodes or more"
+        ),
+        Quote(
+            ROBOTS_DOC,
+            "sweep's fastest rates",
+            f"the G1 at {fastest['G1'] / 1e3:.0f} k env steps/s "
+            f"and the Go1 at {fastest['Go1'] / 1e6:.2f} M env steps/s",
+        ),
+    ]
+
+
 def robots_study_quotes(root: Path) -> list[Quote]:
     """The robots study's evaluations of its two train runs' final checkpoints (results/h200/robots_study/)."""
     evaluations = [
@@ -298,6 +329,7 @@ def robot_quotes(root: Path) -> list[Quote]:
     quotes += evaluation_quotes(root, "Go1, walking", "go1_walks/evaluation.json", rows=False)
     quotes += walking_g1_time_quotes(root)
     quotes += robots_study_quotes(root)
+    quotes += warp_learning_quotes(root)
     manifest = json.loads((root / RESULTS / "go1_learning" / "manifest.json").read_text())
     wall = datetime.fromisoformat(manifest["end_time"]) - datetime.fromisoformat(manifest["start_time"])
     for document in (ROBOTS_DOC, RESULTS_DOC):
