@@ -22,6 +22,8 @@ RESULTS = {
     "rsl_rl_placement_1gpu": "results/benchmarks/h200/levers_placement_startup/rsl_rl_placement_1gpu",
     "go1_runtime_envs": "results/h200/robots/throughput",
     "go1_training_envs": "results/h200/robots/training_throughput",
+    "g1_warp_training": "results/h200/warp_learning/g1_training",
+    "go1_warp_training": "results/h200/warp_learning/go1_training",
 }
 """Each spec whose committed comparison kept its plan.json, and that folder."""
 GRAPH_GAIN = {f"graph_gain_{library}" for library in ("rsl_rl", "rl_games", "skrl")}

@@ -178,6 +178,16 @@ class TestGo1Mdp:
         assert task.reward_terms[:3] == ("track_lin_vel_xy_exp", "track_ang_vel_z_exp", "lin_vel_z_l2")
         assert "Metrics/base_velocity/error_vel_xy" in task.step(torch.zeros(NUM_ENVS, 12))[4]["log"]
 
+    def test_its_solver_runs_three_iterations_where_its_model_says_one_unless_set(self):
+        import mujoco
+
+        from rlscale.tasks import make_task
+
+        task = make_task("Rlscale-Go1-Flat", num_envs=2, seed=0)
+        assert mujoco.MjModel.from_xml_string(task.mjcf).opt.iterations == 1
+        assert task.mj_model.opt.iterations == task.model.opt.iterations == 3
+        assert make_task("Rlscale-Go1-Flat", num_envs=2, seed=0, solver_iterations=1).model.opt.iterations == 1
+
     def test_it_stands_on_four_feet_with_zero_actions(self):
         task = built("Rlscale-Go1-Flat")
         falls = 0

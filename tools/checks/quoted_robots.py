@@ -18,6 +18,9 @@ RESULTS = Path("results/h200/robots")
 STUDY_TRAINING = Path("results/h200/first_hour/outputs/benchmark/training/Rlscale-Go1-Flat")
 ROBOTS_STUDY = Path("results/h200/robots_study/evaluate/train")
 WARP_LEARNING = Path("results/h100/warp_learning")
+WARP_LEARNING_H200 = Path("results/h200/warp_learning")
+TARGETS = {"go1": (0.25, 0.05), "g1": (0.35, 0.10)}
+"""Each robot's evaluated target: the most linear error (m/s) and the fall rate to stay under."""
 STUDY_PARITY = Path("results/h200/first_hour/second_run/outputs/parity/Rlscale-Go1-Flat/rsl_rl/ws1")
 CONSOLE = re.compile(r"it (\d+)/\d+\s+([\d,]+) steps/s")
 FROM_ITERATION = 10
@@ -304,6 +307,47 @@ def warp_learning_quotes(root: Path) -> list[Quote]:
     ]
 
 
+def first_within_target(run: Path, robot: str) -> tuple[float, dict]:
+    """A run's first evaluated checkpoint within the robot's target: its seconds after the process's start (the
+    run's ``checkpoint_times.json``) and its evaluation summary."""
+    most_error, falls_under = TARGETS[robot]
+    times = json.loads((run / "checkpoint_times.json").read_text())
+    for name, seconds in sorted(times.items(), key=lambda item: item[1]):
+        path = run / f"eval_{name}.json"
+        if path.exists():
+            summary = json.loads(path.read_text())["summary"]
+            if summary["lin_vel_error_mps"] <= most_error and summary["fall_rate"] < falls_under:
+                return seconds, summary
+    raise ValueError(f"{run}: no evaluated checkpoint within the target")
+
+
+def warp_learning_h200_quotes(root: Path) -> list[Quote]:
+    """The robots on MuJoCo Warp on one H200 (results/h200/warp_learning/): the times to the targets, and the
+    training throughput's medians."""
+    folder = root / WARP_LEARNING_H200
+    go1 = sorted(first_within_target(run, "go1")[0] for run in sorted(folder.glob("go1_seed[0-9]")))
+    g1 = [first_within_target(folder / f"g1_seed{seed}", "g1")[0] for seed in (2, 3)]
+    rates = {
+        (robot, variant["name"]): variant["throughput"]["median"]
+        for robot in ("g1", "go1")
+        for variant in json.loads((folder / f"{robot}_training" / "comparison.json").read_text())["variants"]
+    }
+    return [
+        Quote(
+            ROBOTS_DOC,
+            "Go1 on MuJoCo Warp, time to target",
+            f"| 3 | {statistics.median(go1):.1f} (median; {go1[0]:.1f}–{go1[-1]:.1f}) | 75 s |",
+        ),
+        Quote(ROBOTS_DOC, "G1 on MuJoCo Warp, time to target", f"| {g1[0]:.1f} and {g1[1]:.1f} | 5 minutes |"),
+        Quote(
+            ROBOTS_DOC,
+            "training throughput on MuJoCo Warp",
+            f"trains the G1 at {rates['g1', 'e32768_m4'] / 1e3:.0f} k env steps/s and the Go1, with 3 solver "
+            f"iterations, at {rates['go1', 'iterations_3'] / 1e3:.0f} k",
+        ),
+    ]
+
+
 def robots_study_quotes(root: Path) -> list[Quote]:
     """The robots study's evaluations of its two train runs' final checkpoints (results/h200/robots_study/)."""
     evaluations = [
@@ -330,6 +374,7 @@ def robot_quotes(root: Path) -> list[Quote]:
     quotes += walking_g1_time_quotes(root)
     quotes += robots_study_quotes(root)
     quotes += warp_learning_quotes(root)
+    quotes += warp_learning_h200_quotes(root)
     manifest = json.loads((root / RESULTS / "go1_learning" / "manifest.json").read_text())
     wall = datetime.fromisoformat(manifest["end_time"]) - datetime.fromisoformat(manifest["start_time"])
     for document in (ROBOTS_DOC, RESULTS_DOC):

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from annotated_types import Ge
 
 from rlscale.tasks.base import TaskCfg
+
+if TYPE_CHECKING:
+    import mujoco
 
 ENGINE_MODULES = {"warp": "mujoco_warp", "mjx": "mujoco.mjx"}
 """Physics engine → the module it needs."""
@@ -42,9 +45,18 @@ class MujocoTaskCfg(TaskCfg):
     constraints_per_world: Annotated[int, Ge(1)] | None = None
     """MuJoCo Warp's constraint-row capacity per world; None derives it from the model (joint limits, equality and
     friction rows, and the rows of the contact capacity)."""
+    solver_iterations: Annotated[int, Ge(1)] | None = None
+    """Iterations of the constraint solver per physics step; None keeps the model's own (the Go1's 1, the G1's 3).
+    More cost time per step and stiffen contacts that the cap leaves soft."""
     jax_cache_dir: str | None = None
     """JAX persistent compilation cache folder (MJX); None leaves JAX's own setting (``JAX_COMPILATION_CACHE_DIR``).
     MuJoCo Warp keeps its kernels in ``WARP_CACHE_PATH`` (Warp's own variable; default ``~/.cache/warp``)."""
+
+    def apply_solver_options(self, model: mujoco.MjModel) -> None:
+        """Set the physics step and the solver settings on ``model`` (a ``mujoco.MjModel``), for either engine."""
+        model.opt.timestep = self.sim_dt
+        if self.solver_iterations is not None:
+            model.opt.iterations = self.solver_iterations
 
     def __post_init__(self) -> None:
         if self.physics not in ENGINE_MODULES:

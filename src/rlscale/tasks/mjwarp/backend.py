@@ -118,7 +118,7 @@ class WarpVecTask(VecTask):
         self.generator = torch.Generator(self.device).manual_seed(cfg.seed)
 
         self.mj_model = mujoco.MjModel.from_xml_string(self.mjcf)
-        self.mj_model.opt.timestep = cfg.sim_dt
+        cfg.apply_solver_options(self.mj_model)
         self.num_actions = self.mj_model.nu
         self._read_model()
         derived = model_capacity(self.mj_model)

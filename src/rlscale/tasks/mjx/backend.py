@@ -101,7 +101,7 @@ class MjxVecTask(VecTask):
         use_compile_cache(cfg.jax_cache_dir)
 
         self.mj_model = mujoco.MjModel.from_xml_string(self.mjcf)
-        self.mj_model.opt.timestep = cfg.sim_dt
+        cfg.apply_solver_options(self.mj_model)
         self.num_actions = self.mj_model.nu
         self._read_model()
         self.model = mjx.put_model(self.mj_model, device=self.jax_device)
