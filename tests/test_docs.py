@@ -99,22 +99,31 @@ def history_lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if HISTORY.search(line)]
 
 
-@pytest.mark.parametrize(
-    "line",
-    [
-        "Issue 17's rerun, with the peer building its task",
-        "the fix from #37 holds",
-        "measured in a later round",
-        "## Round two: the libraries' levers",
-        "It ran in a second device session",
-        "before its device time ran out",
-        "the lent nvidia-h200-x2 machine",
-        "a second attempt at the study ran out of time",
-        "see ../shared/notes/isaaclab.md",
-    ],
-)
+CAUGHT = [
+    "Issue 17 of the quarterly journal",
+    "as #37 of the series says",
+    "served in a later round",
+    "## Round two: the final",
+    "the court sat for a second session",
+    "the phone shows the device time",
+    "a lent umbrella",
+    "a second attempt at the summit",
+    "a map in ../shared/maps",
+    "a recipe in shared/notes/soup.md",
+    "we tried the cake",
+    "previously on the show",
+]
+"""Lines each history pattern must catch, in words that tell no history of this project."""
+
+
+@pytest.mark.parametrize("line", CAUGHT)
 def test_history_patterns_catch(line):
     assert history_lines(line) == [line]
+
+
+def test_every_history_pattern_has_a_line_it_catches():
+    untried = [pattern for pattern in HISTORY_PATTERNS if not any(re.search(pattern, line, re.I) for line in CAUGHT)]
+    assert not untried, f"history patterns with no example in CAUGHT: {untried}"
 
 
 @pytest.mark.parametrize(
