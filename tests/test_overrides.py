@@ -7,8 +7,10 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from typing import Annotated
 
 import pytest
+from annotated_types import Ge
 
 from rlscale.cli import main as rlscale_main
 from rlscale.run.spec import resolve_spec
@@ -31,6 +33,7 @@ class Cfg:
     name: str = "a"
     cache: str | None = None
     limit: float | None = None
+    size: Annotated[int, Ge(1)] | None = None
     pair: tuple[float, float] = (0.0, 1.0)
     dims: tuple[int, ...] = (32, 32)
     inner: Inner = field(default_factory=Inner)
@@ -48,6 +51,8 @@ class TestFieldValue:
             ("cache", "null", None),
             ("cache", "/tmp/cache", "/tmp/cache"),
             ("limit", "2", 2.0),
+            ("size", "null", None),
+            ("size", "3", 3),
             ("pair", "[-1, 2.5]", (-1.0, 2.5)),
             ("dims", "[64, 64, 64]", (64, 64, 64)),
             ("inner.mass", "2", 2.0),
@@ -66,6 +71,7 @@ class TestFieldValue:
             ("steps", "true", "expected int"),
             ("enabled", "1", "expected bool"),
             ("limit", "abc", "expected float | None"),
+            ("size", "0", "size must be >= 1, got 0"),
             ("pair", "[1, 2, 3]", "expected tuple[float, float]"),
             ("dims", "[1.5]", "expected tuple[int, ...]"),
             ("rat", "1", "Cfg has no field 'rat'; did you mean 'rate'? fields: steps, rate,"),

@@ -307,9 +307,9 @@ def warp_learning_quotes(root: Path) -> list[Quote]:
     ]
 
 
-def first_within_target(run: Path, robot: str) -> tuple[float, dict]:
-    """A run's first evaluated checkpoint within the robot's target: its seconds after the process's start (the
-    run's ``checkpoint_times.json``) and its evaluation summary."""
+def first_within_target(run: Path, robot: str) -> float:
+    """When a run's first evaluated checkpoint within the robot's target was written: seconds after the process's
+    start (the run's ``checkpoint_times.json``)."""
     most_error, falls_under = TARGETS[robot]
     times = json.loads((run / "checkpoint_times.json").read_text())
     for name, seconds in sorted(times.items(), key=lambda item: item[1]):
@@ -317,7 +317,7 @@ def first_within_target(run: Path, robot: str) -> tuple[float, dict]:
         if path.exists():
             summary = json.loads(path.read_text())["summary"]
             if summary["lin_vel_error_mps"] <= most_error and summary["fall_rate"] < falls_under:
-                return seconds, summary
+                return seconds
     raise ValueError(f"{run}: no evaluated checkpoint within the target")
 
 
@@ -325,8 +325,8 @@ def warp_learning_h200_quotes(root: Path) -> list[Quote]:
     """The robots on MuJoCo Warp on one H200 (results/h200/warp_learning/): the times to the targets, and the
     training throughput's medians."""
     folder = root / WARP_LEARNING_H200
-    go1 = sorted(first_within_target(run, "go1")[0] for run in sorted(folder.glob("go1_seed[0-9]")))
-    g1 = [first_within_target(folder / f"g1_seed{seed}", "g1")[0] for seed in (2, 3)]
+    go1 = sorted(first_within_target(run, "go1") for run in sorted(folder.glob("go1_seed[0-9]")))
+    g1 = [first_within_target(folder / f"g1_seed{seed}", "g1") for seed in (2, 3)]
     rates = {
         (robot, variant["name"]): variant["throughput"]["median"]
         for robot in ("g1", "go1")

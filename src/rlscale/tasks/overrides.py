@@ -71,7 +71,9 @@ def field_bounds(owner: type, name: str) -> list[Any]:
     for klass in owner.__mro__:
         if name in vars(klass).get("__annotations__", {}):
             hint = typing.get_type_hints(klass, include_extras=True)[name]
-            bounds += getattr(hint, "__metadata__", ())
+            optional = typing.get_origin(hint) in (typing.Union, types.UnionType)
+            for member in typing.get_args(hint) if optional else (hint,):  # Annotated[int, Ge(1)] | None
+                bounds += getattr(member, "__metadata__", ())
     return bounds
 
 

@@ -46,8 +46,8 @@ class MujocoTaskCfg(TaskCfg):
     """MuJoCo Warp's constraint-row capacity per world; None derives it from the model (joint limits, equality and
     friction rows, and the rows of the contact capacity)."""
     solver_iterations: Annotated[int, Ge(1)] | None = None
-    """Iterations of the constraint solver per physics step; None keeps the model's own (the Go1's 1, the G1's 3).
-    More cost time per step and stiffen contacts that the cap leaves soft."""
+    """Iterations of the constraint solver per physics step; None keeps the model file's own (the Go1's task config
+    sets 3). More cost time per step and stiffen contacts that the cap leaves soft."""
     jax_cache_dir: str | None = None
     """JAX persistent compilation cache folder (MJX); None leaves JAX's own setting (``JAX_COMPILATION_CACHE_DIR``).
     MuJoCo Warp keeps its kernels in ``WARP_CACHE_PATH`` (Warp's own variable; default ``~/.cache/warp``)."""
