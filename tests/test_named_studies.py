@@ -137,8 +137,8 @@ def test_default_study_on_one_gpu_plans_the_committed_runs(tmp_path):
 
 
 def test_robots_study_on_one_gpu_plans_the_committed_bundles(tmp_path):
-    """The robots study on one GPU plans exactly the benchmark bundles of results/h200/robots_study/: both robots'
+    """The robots study on one GPU plans exactly the benchmark bundles of results/h100/robots_study/: both robots'
     training, startup and runtime benchmarks, and no parity run."""
-    committed = {f"robots/{path}" for path in bundles("results/h200/robots_study")}
+    committed = {f"robots/{path}" for path in bundles("results/h100/robots_study")}
     assert len(committed) == 6
-    assert planned_cells("results/h200/robots_study", tmp_path, gpus="0") == committed
+    assert planned_cells("results/h100/robots_study", tmp_path, gpus="0") == committed

@@ -12,8 +12,10 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -498,6 +500,31 @@ def test_an_undersized_contact_buffer_stops_the_run_in_one_line(tmp_path):
     assert result.stderr.strip().splitlines()[-1] == line and "Traceback" not in result.stderr
     (manifest,) = [json.loads(path.read_text()) for path in tmp_path.rglob("manifest.json")]
     assert manifest["status"] == "crashed" and "contacts_per_world=1" in manifest["error"]
+
+
+@requires_warp
+def test_the_startup_benchmark_tells_a_cold_kernel_cache_from_a_warm_one(tmp_path):
+    """A copy of Warp's kernel cache without the modules of MuJoCo Warp's reset (a step launches them all): the
+    first run compiles what is missing, the second loads every module."""
+    source = Path(os.environ.get("WARP_CACHE_PATH", Path.home() / ".cache" / "warp"))
+    cache = tmp_path / "cache"
+    if source.is_dir():
+        shutil.copytree(source, cache)
+    for module in cache.glob("*/wp_reset_data_*"):
+        shutil.rmtree(module)
+    states = []
+    for run in ("first", "second"):
+        bundle = tmp_path / f"{run}.json"
+        result = rlscale(
+            "benchmark", "startup", "--task", "Rlscale-Go1-Flat", "--rl_library", "rsl_rl", "--device", "cpu",
+            "--num_envs", "4", "--log_root", str(tmp_path / "logs"), "--output_path", str(bundle),
+            env={"WARP_CACHE_PATH": str(cache)},
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr[-3000:]
+        runtime = json.loads(bundle.read_text())["runtime"]
+        states.append((runtime["kernel_cache"]["state"], runtime["kernel_cache"]["modules_compiled"] > 0))
+        assert f"task_compile with a {states[-1][0]} kernel cache" in result.stdout
+    assert states == [("cold", True), ("warm", False)]
 
 
 @requires_warp

@@ -3,7 +3,7 @@
 A standalone measurement tool (nothing in rlscale imports it); it needs both extras, ``rlscale[warp,mjx]``. Each
 engine steps ``--worlds`` copies of a robot's MJCF (rlscale's own ``go1.xml`` or ``g1.xml``, or any ``--model``)
 from the model's ``home`` keyframe, with the keyframe's controls plus normal noise of ``--ctrl_noise`` per world. One
-control step is ``--substeps`` physics steps, as the tasks step them:
+control step is ``--substeps`` physics steps, with the task's time step and solver iterations, as the tasks step them:
 
 - MJX: ``jit(vmap(fori_loop(mjx.step)))``, as the MJX backend does;
 - MuJoCo Warp: the substeps captured once as a CUDA graph (``wp.ScopedCapture``) and replayed, with overflow
@@ -31,12 +31,18 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import mujoco  # noqa: E402
-import mujoco_warp as mjw  # noqa: E402
 import numpy as np  # noqa: E402
 import warp as wp  # noqa: E402
 from mujoco import mjx  # noqa: E402
 
+wp.config.log_level = wp.LOG_WARNING  # before Warp initialises (importing MuJoCo Warp does): stdout is the JSON only
+import mujoco_warp as mjw  # noqa: E402
+
+from rlscale.tasks.locomotion.cfg import G1FlatCfg, Go1FlatCfg  # noqa: E402
 from rlscale.tasks.mjwarp.capacity import model_capacity  # noqa: E402
+
+TASK_CFGS = {"go1": Go1FlatCfg, "g1": G1FlatCfg}
+"""Each robot's task config, whose physics step and solver settings the robot's model is stepped with."""
 
 
 def load_model(args: argparse.Namespace) -> mujoco.MjModel:
@@ -119,7 +125,8 @@ def main() -> None:
         parser.error("--worlds, --substeps, --steps, --repeats and --warmup must be at least 1")
 
     model = load_model(args)
-    model.opt.timestep = model.opt.timestep if args.model else 0.005
+    if not args.model:
+        TASK_CFGS[args.robot]().apply_solver_options(model)  # the task's 0.005 s step and solver iterations
     data, ctrl = start_state(model, args)
     engines, startup = {}, {}
     for name, build in (("mjx", mjx_engine), ("warp", warp_engine)):
@@ -141,6 +148,7 @@ def main() -> None:
         "worlds": args.worlds,
         "substeps": args.substeps,
         "timestep_s": float(model.opt.timestep),
+        "solver_iterations": int(model.opt.iterations),
         "steps_per_block": args.steps,
         "startup_s": startup,
         "control_steps_per_s": rates,

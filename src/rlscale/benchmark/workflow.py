@@ -52,6 +52,7 @@ class Measurement:
             "steps_per_iteration": None,
             **dict.fromkeys((*THROUGHPUT_FIELDS, "iterations_per_s")),
             "environment_step_timing": None,
+            "kernel_cache": None,
             "peer": None,
         }
 
@@ -92,6 +93,13 @@ def record_task_creation(phases: dict, creation_s: float | None, compile_s: floa
     """Split a task's construction time into ``env_creation`` and its own compilation (``task_compile``)."""
     phases["task_compile"] = compile_s
     phases["env_creation"] = None if creation_s is None else creation_s - (compile_s or 0.0)
+
+
+def kernel_cache(compiled_kernels: int | None) -> dict | None:
+    """The bundle's ``kernel_cache``: whether ``task_compile`` compiled kernels (cold) or loaded them all (warm)."""
+    if compiled_kernels is None:
+        return None
+    return {"state": "cold" if compiled_kernels else "warm", "modules_compiled": compiled_kernels}
 
 
 def count_compile_as_creation(phases: dict) -> None:

@@ -53,6 +53,8 @@ class TrainingOutcome:
     """Wall time of building the task, its compilation included."""
     task_compile_s: float | None = None
     """The part of ``task_creation_s`` spent compiling the task's step (:attr:`VecTask.compile_s`)."""
+    task_compiled_kernels: int | None = None
+    """Kernel modules the task compiled into its engine's cache (:attr:`VecTask.compiled_kernels`)."""
     first_iteration_s: float | None = None
     """Wall time from calling the library to the end of the first iteration's update (library setup included)."""
     train_s: float | None = None
@@ -322,7 +324,7 @@ def build_tracked_task(
     created = time.perf_counter()
     task = build_task(spec.task, cuda_graph=not spec.no_cuda_graph, **task_kwargs)
     outcome.task_creation_s = time.perf_counter() - created
-    outcome.task_compile_s = task.compile_s
+    outcome.task_compile_s, outcome.task_compiled_kernels = task.compile_s, task.compiled_kernels
     outcome.num_envs = task.num_envs
     if on_task_created is not None:
         on_task_created(task)

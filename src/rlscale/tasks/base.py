@@ -68,6 +68,9 @@ class VecTask(ABC):
     compile_s: float | None = None
     """Seconds the constructor spent compiling the step (JIT backends such as MJX); None for a task that compiles
     nothing. Benchmarks report it as its own startup phase."""
+    compiled_kernels: int | None = None
+    """Kernel modules the constructor compiled into its engine's persistent kernel cache: 0 when every one came from
+    the cache (a warm start), None for a task without such a cache. The startup benchmark reports it."""
 
     @abstractmethod
     def reset(self) -> tuple[Observations, dict]:

@@ -57,7 +57,7 @@ class GraphedTask(VecTask):
         self.num_envs, self.device, self.num_actions = task.num_envs, task.device, task.num_actions
         self.observation_dims, self.max_episode_length = task.observation_dims, task.max_episode_length
         self.step_dt, self.is_finite_horizon = task.step_dt, task.is_finite_horizon
-        self.compile_s = task.compile_s
+        self.compile_s, self.compiled_kernels = task.compile_s, task.compiled_kernels
         self._actions = torch.zeros(task.num_envs, task.num_actions, device=task.device)
         self._graph: torch.cuda.CUDAGraph | None = None
         self._outputs = None

@@ -9,6 +9,7 @@ from rlscale.benchmark.summary import number, other_ranks
 from rlscale.benchmark.workflow import (
     Measurement,
     Workflow,
+    kernel_cache,
     random_actions,
     record_task_creation,
     synchronize,
@@ -28,6 +29,9 @@ REFUSES = {
 
 def run(measurement: Measurement, spec: RunSpec, rank: RankInfo) -> None:
     """Time the cold start of one training iteration: task, reset, one random step, then the library's iteration.
+
+    A task with a persistent kernel cache (MuJoCo Warp) compiles its kernels on a host's first run and loads them
+    later: ``kernel_cache`` says which this run did, so a cold and a warm ``task_compile`` are told apart.
 
     ``first_iteration`` runs from calling the library to the end of its first update, so it holds the library's
     setup (models, optimiser, process group on several ranks) and, with one iteration, rank 0's checkpoint write.
@@ -53,8 +57,9 @@ def run(measurement: Measurement, spec: RunSpec, rank: RankInfo) -> None:
     phases = measurement.startup
     creation_s = None if outcome.task_creation_s is None else outcome.task_creation_s + reset_s
     record_task_creation(phases, creation_s, outcome.task_compile_s)
-    phases["first_iteration"] = outcome.first_iteration_s if outcome.status == "completed" else None
     runtime = measurement.runtime
+    runtime["kernel_cache"] = kernel_cache(outcome.task_compiled_kernels)
+    phases["first_iteration"] = outcome.first_iteration_s if outcome.status == "completed" else None
     runtime["iterations_completed"] = len(outcome.records)
     runtime["steps_per_iteration"] = outcome.steps_per_env * measurement.num_envs_per_rank
     runtime["total_wall_time_s"] = total_startup(phases)
@@ -63,8 +68,13 @@ def run(measurement: Measurement, spec: RunSpec, rank: RankInfo) -> None:
 def summarise(bundle: dict) -> list[str]:
     runtime = bundle["runtime"]
     phases = ", ".join(f"{phase} {number(value, 's')}" for phase, value in runtime["startup_time_s"].items())
+    lines = [f"  {phases}"]
+    cache = runtime.get("kernel_cache")
+    if cache is not None:
+        how = "loaded from the cache" if cache["state"] == "warm" else f"{cache['modules_compiled']} modules compiled"
+        lines.append(f"  task_compile with a {cache['state']} kernel cache: {how}")
     return [
-        f"  {phases}",
+        *lines,
         f"  total {number(runtime['total_wall_time_s'], 's')}",
         f"  scope: rank 0's cold start, measured {other_ranks(bundle)}; not an aggregate over ranks",
     ]

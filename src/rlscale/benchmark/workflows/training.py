@@ -14,7 +14,7 @@ from rlscale.benchmark.options import SEED_FIELD
 from rlscale.benchmark.peer_ratio import NOT_MIRRORED, peer_section
 from rlscale.benchmark.stats import ema, finite_or_none, mean_std, rate_stats
 from rlscale.benchmark.summary import number, spread
-from rlscale.benchmark.workflow import Measurement, Workflow, record_task_creation
+from rlscale.benchmark.workflow import Measurement, Workflow, kernel_cache, record_task_creation
 from rlscale.device import requested_kind
 from rlscale.dist import RankInfo, global_env_steps
 from rlscale.run.phases import execute
@@ -177,6 +177,7 @@ def run(measurement: Measurement, spec: RunSpec, rank: RankInfo) -> None:
         record_figures()
     measurement.status = outcome.status
     record_task_creation(measurement.startup, outcome.task_creation_s, outcome.task_compile_s)
+    runtime["kernel_cache"] = kernel_cache(outcome.task_compiled_kernels)
     measurement.startup["first_iteration"] = outcome.first_iteration_s
     runtime["total_wall_time_s"] = outcome.train_s
 

@@ -16,7 +16,6 @@ MJX stops there too) is logged as ``Physics/solver_iteration_cap``.
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import dataclass
 
@@ -30,6 +29,7 @@ import mujoco_warp as mjw  # noqa: E402
 
 from rlscale.tasks.base import Observations, VecTask  # noqa: E402
 from rlscale.tasks.mjwarp.capacity import model_capacity  # noqa: E402
+from rlscale.tasks.mjwarp.kernels import announce_kernels, cache_entries  # noqa: E402
 from rlscale.tasks.physics import MujocoTaskCfg, PhysicsCapacityError  # noqa: E402
 
 TaskState = dict[str, torch.Tensor]
@@ -79,18 +79,6 @@ def warp_device_for(device: torch.device) -> str:
     raise ValueError(f"MuJoCo Warp tasks run on cpu or cuda devices, not {device}")
 
 
-def _announce_kernels(task: str, device: str) -> float:
-    """Say that kernels load (or compile, on a first run) before the silence it takes; return the start time."""
-    cache = wp.config.kernel_cache_dir
-    print(
-        f"[rlscale] {task}: loading MuJoCo Warp's kernels for {device} from {cache} (a first run compiles them: "
-        "about a minute, or more on a few CPU cores; later runs load them in seconds)",
-        file=sys.stderr,
-        flush=True,
-    )
-    return time.perf_counter()
-
-
 class WarpVecTask(VecTask):
     """A batch of MuJoCo Warp worlds as a :class:`VecTask`; see the module docstring.
 
@@ -98,7 +86,8 @@ class WarpVecTask(VecTask):
     implement the batched hooks. ``extras`` are those of :class:`rlscale.tasks.mjx.backend.MjxVecTask`, plus
     :data:`CAP_LOG_KEY` in ``"log"``.
 
-    ``compile_s`` counts loading the physics kernels (compiling them when Warp's kernel cache lacks them).
+    ``compile_s`` counts loading the physics kernels (compiling them when Warp's kernel cache lacks them), and
+    ``compiled_kernels`` how many of Warp's modules were compiled then.
     """
 
     mjcf: str
@@ -148,13 +137,15 @@ class WarpVecTask(VecTask):
         self._captures: list = []  # Warp's records of the graph captures the task's launches joined (kept alive)
         self._cpu_graph: wp.Graph | None = None
 
-        started = _announce_kernels(type(self).__name__, self._warp_device)
+        started = announce_kernels(type(self).__name__, self._warp_device)
+        cached = cache_entries()
         with self._on_torch_stream():  # the first launches load (or compile) every kernel a step uses
             mjw.step(self.model, self.data)
             mjw.reset_data(self.model, self.data, reset=self._reset_mask_wp)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         self.compile_s = time.perf_counter() - started
+        self.compiled_kernels = len(cache_entries() - cached)
 
         self._reward_weights = torch.tensor(self.reward_weights(), device=self.device) * self.step_dt
         self._log_keys = (
