@@ -34,14 +34,14 @@ test: lint
 	$(PY) -m pytest -q --durations=15 -m "not stress and not robots and not study and not extras"
 
 # The robots' CPU checks (tests/test_robots.py: contract, every library on two CPU ranks, evaluate; tests/test_play.py:
-# each robot filmed, which needs EGL: docs/robots.md): about 7 minutes on 2 cores, most of it MJX compiling on the
-# CPU, kept out of `make test`'s 20; CI runs them.
+# each robot filmed, which needs EGL: docs/robots.md; the torch MDP against the JAX one, and MuJoCo Warp's physics
+# against MuJoCo's): about 7 minutes on 2 cores, kept out of `make test`; CI runs them.
 test-robots: setup
 	$(PY) -m pytest -q -m robots
 
 # Whole tiny studies run by Snakemake (the Cartpole scaling study with every stage, one with the example task, a killed
-# train job continued: about 3 minutes on 2 cores; a Go1 study with the evaluation stage, MJX compiling in each of its
-# jobs: 3 to 4.5 minutes more), kept out of `make test`'s 20; CI runs them.
+# train job continued: about 3 minutes on 2 cores; a Go1 study with the evaluation stage, its jobs sharing one MuJoCo
+# Warp kernel cache: 3 to 4.5 minutes more), kept out of `make test`; CI runs them.
 test-study: setup
 	$(PY) -m pytest -q -m study
 
