@@ -24,6 +24,7 @@ RESULTS = {
     "go1_training_envs": "results/h200/robots/training_throughput",
     "g1_warp_training": "results/h200/warp_learning/g1_training",
     "go1_warp_training": "results/h200/warp_learning/go1_training",
+    "robots_engines": "results/h100/engines_interleaved/training",
 }
 """Each spec whose committed comparison kept its plan.json, and that folder."""
 GRAPH_GAIN = {f"graph_gain_{library}" for library in ("rsl_rl", "rl_games", "skrl")}

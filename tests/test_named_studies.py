@@ -3,7 +3,7 @@
 one template, and results/README.md indexes them all.
 
 The GPU studies are dry-run on a faked two-GPU host (``CUDA_VISIBLE_DEVICES=0,1``, as tests/test_study_workflow.py
-does), the default study of results/h200/default_study/ and the full matrix of results/h200/first_hour/ on a faked
+does), the default study of results/h100/default_study/ and the full matrix of results/h200/first_hour/ on a faked
 one-GPU host. cpu4's four CPU ranks need four cores, which a smaller host refuses at parse time, so it is dry-run the
 SLURM way (``cluster=slurm``: a cluster's nodes are not counted here), which plans the same runs.
 """
@@ -125,15 +125,15 @@ def test_every_result_readme_follows_the_template():
 
 def test_default_study_on_one_gpu_plans_the_committed_runs(tmp_path):
     """The default study on one GPU plans exactly the benchmark bundles and parity records of
-    results/h200/default_study/ (world size 2 dropped: one GPU is visible)."""
-    folder = ROOT / "results/h200/default_study"
+    results/h100/default_study/ (world size 2 dropped: one GPU is visible)."""
+    folder = ROOT / "results/h100/default_study"
     committed = {
         f"scaling/{path.relative_to(folder)}"
         for stage in ("benchmark", "parity")
         for path in (folder / stage).rglob("seed*.json")
     }
     assert len(committed) == 15
-    assert planned_cells("results/h200/default_study", tmp_path, gpus="0") == committed
+    assert planned_cells("results/h100/default_study", tmp_path, gpus="0") == committed
 
 
 def test_robots_study_on_one_gpu_plans_the_committed_bundles(tmp_path):
