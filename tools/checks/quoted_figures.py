@@ -6,7 +6,8 @@ its quotes, so that a figure and its source cannot drift apart. Change a figure 
 computation, and the test names the sentence to update.
 
 The parity figures come from ``tools/checks/quoted_parity.py``, docs/performance.md's lever comparisons from
-``tools/checks/quoted_speed_levers.py``, docs/robots.md's from ``tools/checks/quoted_robots.py``.
+``tools/checks/quoted_speed_levers.py``, docs/robots.md's from ``tools/checks/quoted_robots.py`` and its bake-off of
+the engines from ``tools/checks/quoted_engines.py``.
 
 Usage: python tools/checks/quoted_figures.py   (prints each document, what the figure is, and the quoted text)
 """
@@ -25,6 +26,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/checks/ is no package: its sibling modules
 from quoted_common import LIBRARY_ROWS, PERFORMANCE, RESULTS_DOC, Quote, span, with_interval  # noqa: E402
+from quoted_engines import engine_quotes  # noqa: E402
 from quoted_parity import parity_quotes  # noqa: E402
 from quoted_robots import robot_quotes  # noqa: E402
 from quoted_speed_levers import speed_lever_quotes  # noqa: E402
@@ -326,6 +328,7 @@ def all_quotes(root: Path = ROOT) -> list[Quote]:
         *speed_lever_quotes(root),
         *parity_quotes(root),
         *robot_quotes(root),
+        *engine_quotes(root),
     ]
 
 
