@@ -4,19 +4,12 @@ study's own in tests/test_study_workflow.py)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from rlscale_command import rlscale
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def rlscale(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "rlscale", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
-    )
 
 
 @pytest.mark.parametrize(
@@ -27,7 +20,7 @@ def rlscale(*args: str) -> subprocess.CompletedProcess:
     ],
 )
 def test_peer_table_remakes_the_committed_summary(summary, paths):
-    result = rlscale("peer_table", *paths)
+    result = rlscale("peer_table", *paths, cwd=ROOT, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout == (ROOT / summary).read_text()
 
@@ -42,6 +35,6 @@ def test_peer_table_remakes_the_committed_summary(summary, paths):
 )
 def test_refused_in_one_line(args, message, tmp_path):
     args = [str(tmp_path / "out") if arg == "OUT" else arg for arg in args]
-    result = rlscale(*args)
+    result = rlscale(*args, cwd=ROOT, timeout=120)
     assert result.returncode == 2 and message in result.stderr and result.stderr.count("\n") == 1
     assert not (tmp_path / "out").exists()

@@ -16,6 +16,7 @@ import sys
 import pytest
 import torch
 from physics_support import FAST_COMPILE, requires_mjx, requires_warp
+from rlscale_command import rlscale
 
 from rlscale.tasks import list_tasks, make_task
 
@@ -40,16 +41,6 @@ def mjx_task(jax_env):
     finally:
         for key, value in saved.items():
             os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
-
-
-def rlscale(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "rlscale", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
-    )
 
 
 class TestRegistration:

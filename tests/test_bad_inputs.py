@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from rlscale_command import rlscale
 
 from rlscale.cli import main as rlscale_main
 from rlscale.study.config import StudyConfigError, validated_config
@@ -274,11 +275,7 @@ def run_case(item: Case, workdir: Path, monkeypatch, capsys) -> tuple[int | None
     """Run one case in ``workdir``; return its exit code (None: no exit code), stdout and its error lines."""
     env = {**BASE_ENV, **item.env}
     if item.how == "subprocess":
-        full_env = {key: value for key, value in {**os.environ, **env}.items() if value is not None}
-        result = subprocess.run(
-            [sys.executable, "-m", "rlscale", *shlex.split(item.command)],
-            capture_output=True, text=True, env=full_env, cwd=workdir, timeout=120,
-        )  # fmt: skip
+        result = rlscale(*shlex.split(item.command), env=env, cwd=workdir, timeout=120)
         return result.returncode, result.stdout, result.stderr.splitlines()
     if item.how == "snakemake":
         overlay = workdir.parent / "overlay.yaml"  # outside the snapshot: only what Snakemake writes counts

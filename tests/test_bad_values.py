@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from rlscale_command import rlscale
 from test_bad_inputs import case, run_case, tree
 
 from rlscale.faults import Fault
@@ -167,11 +168,9 @@ def run_on_full_disk(tmp_path: Path, command: str) -> subprocess.CompletedProces
     run_dir = tmp_path / "logs" / "rsl_rl" / "Isaac-Cartpole" / "stamp"
     run_dir.mkdir(parents=True)
     (run_dir / ".manifest.json.tmp").symlink_to("/dev/full")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "RLSCALE_RUN_TIMESTAMP": "stamp"}
-    env.pop("RLSCALE_INJECT_FAULT", None)
-    return subprocess.run(
-        [sys.executable, "-m", "rlscale", *shlex.split(command), "--log_root", "logs", "--num_envs", "4"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+    return rlscale(
+        *shlex.split(command), "--log_root", "logs", "--num_envs", "4",
+        env={"RLSCALE_RUN_TIMESTAMP": "stamp", "RLSCALE_INJECT_FAULT": None}, cwd=tmp_path,
     )  # fmt: skip
 
 
@@ -284,12 +283,9 @@ def test_envs_the_device_cannot_hold_are_one_line_and_nothing_written(launcher, 
     """A task whose build runs out of device memory: one line naming --num_envs, exit 2, and the run directory this
     invocation made is taken back (every rank's)."""
     (tmp_path / "oom_plugin.py").write_text(OOM_PLUGIN)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join((str(tmp_path), *sys.path))}
+    env = {"PYTHONPATH": os.pathsep.join((str(tmp_path), *sys.path))}
     command = f"{launcher} --task oom_plugin:Huge-Cartpole --device cpu --num_envs 16 --log_root logs"
-    result = subprocess.run(
-        [sys.executable, "-m", "rlscale", *shlex.split(command)],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
-    )  # fmt: skip
+    result = rlscale(*shlex.split(command), env=env, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     refusal = "rlscale train: error: --num_envs 16: cpu ran out of memory building oom_plugin:Huge-Cartpole"
     lines = [line for line in result.stderr.splitlines() if line.startswith(refusal)]

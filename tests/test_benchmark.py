@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import os
 import statistics
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from rlscale_command import rlscale
 
 from rlscale.benchmark.bundle import validation_errors
 from rlscale.benchmark.stats import ema
@@ -23,13 +23,6 @@ from rlscale.benchmark.stats import ema
 TASK = "Isaac-Cartpole"
 ROLLOUT = 16  # num_steps_per_env of the task's rsl_rl config
 SINGLE_ENVS, RANK_ENVS = 64, 32
-
-
-def rlscale(*args: str, cwd: Path, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    environ = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "rlscale", *args], capture_output=True, text=True, timeout=timeout, env=environ, cwd=cwd
-    )
 
 
 @dataclass

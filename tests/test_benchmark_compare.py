@@ -15,6 +15,7 @@ from datetime import datetime
 import pandas as pd
 import psutil
 import pytest
+from rlscale_command import rlscale
 
 from rlscale.benchmark.compare.cli import main
 from rlscale.benchmark.compare.plan import PLAN_FILE, parse_variant, planned_runs, run_order
@@ -217,16 +218,15 @@ def real_comparison(tmp_path_factory):
     """One real comparison on CPU: a baseline, a variant with more envs and its own environment, and a variant that
     always fails (refused arguments), over 2 repeats."""
     directory = tmp_path_factory.mktemp("compare") / "out"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "RLSCALE_LEASE_DIR": str(directory.parent / "lease")}
     argv = [
-        *(sys.executable, "-m", "rlscale", "benchmark", "compare", "--repeats", "2", "--base_seed", "5"),
+        *("benchmark", "compare", "--repeats", "2", "--base_seed", "5"),
         *("--output_dir", str(directory), "--variant", "small=training"),
         *("--variant", "large=RLSCALE_TEST_MARK=on training --num_envs 16"),
         *("--variant", "broken=training --num_envs 0", "--"),
         *COMMON,
         *("--num_envs", "8", "--log_root", str(directory.parent / "runs")),
     ]
-    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    result = rlscale(*argv, env={"RLSCALE_LEASE_DIR": str(directory.parent / "lease")})
     return directory, result
 
 

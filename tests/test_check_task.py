@@ -17,6 +17,7 @@ import pytest
 import torch
 from example_task import EXAMPLE_TASK, ensure_example_installed
 from physics_support import FAST_COMPILE
+from rlscale_command import rlscale
 
 BRANCH = "bool(tensor) (Python control flow on a tensor: if, while, and, or)"
 
@@ -192,10 +193,7 @@ def example_installed() -> None:
 
 
 def check_task(*args: str, pythonpath: str = "", timeout: float = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "XLA_FLAGS": FAST_COMPILE}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, (pythonpath, env.get("PYTHONPATH"))))
-    command = [sys.executable, "-m", "rlscale", "check_task", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+    return rlscale("check_task", *args, env={"XLA_FLAGS": FAST_COMPILE}, pythonpath=pythonpath, timeout=timeout)
 
 
 def violations(output: str) -> list[str]:

@@ -7,14 +7,12 @@ rank 1 blocks forever at iteration 2, rank 0 waits for it in the update's all-re
 from __future__ import annotations
 
 import datetime
-import os
 import re
-import subprocess
-import sys
 import time
 
 import pytest
 from process_utils import processes_mentioning, wait_for_no_process
+from rlscale_command import rlscale
 
 from rlscale.dist import COLLECTIVE_TIMEOUT_ENV, collective_timeout
 from rlscale.launch.launcher import job_environment
@@ -49,17 +47,11 @@ def test_ranks_end_a_timed_out_nccl_collective():
 def test_backstop_ends_a_hung_job_without_the_watchdog(tmp_path):
     """Rank 1 hangs; with the watchdog off, rank 0's all-reduce times out after the collective timeout, the job ends
     and the launcher exits non-zero naming rank 0's timeout; no process is left."""
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "RLSCALE_INJECT_FAULT": "hang:rank=1,iteration=2",
-        COLLECTIVE_TIMEOUT_ENV: str(TIMEOUT_S),
-    }
-    command = [sys.executable, "-m", "rlscale", *TRAIN, "--max_iterations", "50", "--hang_timeout", "0",
-               "--log_root", str(tmp_path)]  # fmt: skip
+    env = {"RLSCALE_INJECT_FAULT": "hang:rank=1,iteration=2", COLLECTIVE_TIMEOUT_ENV: str(TIMEOUT_S)}
+    args = [*TRAIN, "--max_iterations", "50", "--hang_timeout", "0", "--log_root", str(tmp_path)]
     started = time.monotonic()
     try:
-        result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+        result = rlscale(*args, env=env, timeout=60)
     finally:
         for process in processes_mentioning(str(tmp_path)):
             process.kill()

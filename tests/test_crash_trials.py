@@ -16,7 +16,6 @@ import json
 import os
 import random
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from process_utils import wait_for_no_process
+from rlscale_command import rlscale
 
 TRIALS = 12
 SEED = 7
@@ -74,15 +74,15 @@ class Trial:
 
 def run_trial(trial: Trial, root: Path) -> Trial:
     marker = root / f"trial_{trial.index}"  # in every command line of the job: its --log_root
-    command = [
-        sys.executable, "-m", "rlscale", "train_multigpu", "--task", "Isaac-Cartpole-Direct", "--device", "cpu",
+    args = [
+        "train_multigpu", "--task", "Isaac-Cartpole-Direct", "--device", "cpu",
         "--num_gpus", str(RANKS), "--num_envs", "16", "--max_iterations", "50", "--log_root", str(marker),
         "--hang_timeout", "0",
     ]  # fmt: skip
     env = {**ENV, "RLSCALE_INJECT_FAULT": f"crash:rank={trial.rank},iteration={trial.iteration}"}
     started = time.monotonic()
     try:
-        result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
+        result = rlscale(*args, env=env, timeout=TIMEOUT_S)
         trial.code, trial.output = result.returncode, result.stdout + result.stderr
     except subprocess.TimeoutExpired as expired:
         trial.output = f"{expired.stdout or ''}{expired.stderr or ''}"

@@ -20,14 +20,13 @@ alone on any machine. Nothing is started: dry runs and argument parsing only.
 from __future__ import annotations
 
 import functools
-import os
 import shlex
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import rlscale_command
 from test_launch_command import _no_nvidia_hardware, _nvml_unavailable
 
 from rlscale import cli
@@ -445,9 +444,9 @@ class TestTrainMultigpu:
 
     def test_console_entry_point(self):
         """The installed ``python -m rlscale`` prints the same command as the in-process dispatcher."""
-        env = {**os.environ, "PYTHONPATH": str(SRC), "CUDA_VISIBLE_DEVICES": "0,1"}
+        env = {"PYTHONPATH": str(SRC), "CUDA_VISIBLE_DEVICES": "0,1"}
         argv = ["train_multigpu", "--task", "Isaac-Cartpole", "--num_gpus", "2", "--dry_run"]
-        done = subprocess.run([PY, "-m", "rlscale", *argv], env=env, capture_output=True, text=True, timeout=60)
+        done = rlscale_command.rlscale(*argv, env=env, timeout=60)  # a child, where rlscale() runs in process
         assert (done.returncode, without_binding_plan(done.stderr)) == (0, "")
         assert shlex.split(done.stdout) == [*TORCHRUN, "2", *RANK0, *RSL_CARTPOLE]
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from rlscale_command import rlscale
 
 from rlscale.benchmark.bundle import validation_errors
 from rlscale.benchmark.peer import PEER_SCRIPTS, peer_clock
@@ -42,11 +43,6 @@ def environment(**extra: str) -> dict:
 def peer_args(output: str = "out/peer.json") -> list[str]:
     return ["--task", TASK, "--num_envs", str(ENVS), "--max_iterations", str(ITERATIONS), "--device", "cpu",
             "--output", output]  # fmt: skip
-
-
-def rlscale(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "rlscale", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env or environment(), cwd=cwd)
 
 
 @pytest.fixture(scope="module")
@@ -267,7 +263,7 @@ def multigpu_peer(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
         "benchmark", "training_multigpu", "--peer", "--rl_library", "skrl", "--num_gpus", "2",
         "--master_port", str(free_port()),
         "--task", TASK, "--device", "cpu", "--num_envs", str(ENVS), "--max_iterations", str(ITERATIONS),
-        "--log_root", "logs", "--output_path", "out/bundle.json", cwd=root, env=environment(TMPDIR=str(root / "tmp")),
+        "--log_root", "logs", "--output_path", "out/bundle.json", cwd=root, env={"TMPDIR": str(root / "tmp")},
     )  # fmt: skip
     return result, root
 

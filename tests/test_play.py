@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import torch
 from physics_support import requires_warp
+from rlscale_command import rlscale
 
 from rlscale.run.play import main as play_main
 from rlscale.run.video import video_file
@@ -29,20 +30,12 @@ pytestmark = pytest.mark.extras  # make test-extras
 
 ROBOTS = ("Rlscale-Go1-Flat", "Rlscale-G1-Flat")
 ROBOT_ENVS = 4
+TIMEOUT_S = 600
+"""Of each rlscale child: a robot trained, evaluated or filmed on CPU takes minutes."""
 POLICY_HZ = 50  # the robots' control rate (sim_dt 0.005, decimation 4)
 PATHS = [("rsl_rl", "torch"), ("rl_games", "torch"), ("skrl", "torch"), ("skrl", "jax")]
 PROBE = Path(__file__).with_name("evaluation_probe.py")
 MEAN_BEYOND_THE_CLAMP = "params.network.space.continuous.mu_init={name: const_initializer, val: 0.1}"
-
-
-def rlscale(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "rlscale", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
-    )
 
 
 def tree(folder: Path) -> list[str]:
@@ -61,7 +54,7 @@ def trained(
     """The final checkpoint of a short run of ``task_id`` on the CPU (one iteration unless ``options`` say)."""
     result = rlscale(
         "train", "--task", task_id, "--rl_library", library, "--ml_framework", framework, "--num_envs", str(num_envs),
-        "--max_iterations", "1", "--device", "cpu", "--log_root", str(log_root), *options, env=env,
+        "--max_iterations", "1", "--device", "cpu", "--log_root", str(log_root), *options, env=env, timeout=TIMEOUT_S,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     (manifest,) = log_root.rglob("manifest.json")
@@ -166,7 +159,7 @@ def test_a_gl_backend_that_cannot_render_names_itself_in_one_line(tmp_path, fake
 def test_cartpole_plays_and_prints_each_episode(tmp_path, library, framework):
     checkpoint = trained(tmp_path / "runs", "Isaac-Cartpole", 16, library=library, framework=framework)
     before = tree(tmp_path)
-    result = rlscale("play", "--checkpoint", str(checkpoint), "--num_envs", "2", "--steps", "300")
+    result = rlscale("play", "--checkpoint", str(checkpoint), "--num_envs", "2", "--steps", "300", timeout=TIMEOUT_S)
     assert result.returncode == 0, result.stderr[-3000:]
     episodes = [line for line in result.stdout.splitlines() if line.startswith("episode ")]
     assert episodes, result.stdout  # an untrained Cartpole falls within 300 steps (5 s)
@@ -283,7 +276,8 @@ def test_each_robot_is_filmed_as_a_gif_on_the_cpu(tmp_path, jax_env, robot_check
     path = tmp_path / "videos" / f"{task_id}.gif"  # the folder is made
     result = rlscale(
         "play", "--checkpoint", str(robot_checkpoints[task_id]), "--steps", str(steps), "--command", "0.5,0,0",
-        "--video", str(path), "--size", "160x120", "--fps", str(fps), "--camera", "front", env=jax_env,
+        "--video", str(path), "--size", "160x120", "--fps", str(fps), "--camera", "front",
+        env=jax_env, timeout=TIMEOUT_S,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"wrote {path}: {frames} frames, 160x120, 25 fps" in result.stdout
@@ -308,7 +302,7 @@ def test_a_robot_is_filmed_as_an_mp4(tmp_path, jax_env, robot_checkpoints):
     path = tmp_path / "go1.mp4"
     result = rlscale(
         "play", "--checkpoint", str(robot_checkpoints["Rlscale-Go1-Flat"]), "--steps", "10", "--video", str(path),
-        "--size", "160x120", env=jax_env,
+        "--size", "160x120", env=jax_env, timeout=TIMEOUT_S,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert imageio_ffmpeg.count_frames_and_secs(str(path)) == (1 + 10 // 2, 0.24)  # 25 fps by default: every 2nd step

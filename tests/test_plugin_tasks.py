@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from example_task import ensure_example_installed
+from rlscale_command import rlscale
 from wandb_records import offline_environment, offline_runs
 
 from rlscale.rl.agent_defaults import MAX_UNITS, MIN_UNITS, agent_cfg, default_agent_cfg, hidden_units
@@ -21,21 +22,13 @@ from rlscale.tasks import get_spec, list_tasks, register_task, registry
 ROOT = Path(__file__).resolve().parents[1]
 PENDULUM = "Pendulum-Swingup"
 PENDULUM_ENV = "pendulum_task.env"
+UNBUFFERED = {"PYTHONUNBUFFERED": "1"}
+"""Over the child's environment, so that a rank which torchrun stops still leaves what it printed."""
 
 
 @pytest.fixture(scope="module", autouse=True)
 def example_installed() -> None:
     ensure_example_installed()
-
-
-def rlscale(
-    *args: str, pythonpath: Path | None = None, timeout: float = 300, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
-    if pythonpath is not None:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(pythonpath), env.get("PYTHONPATH"))))
-    command = [sys.executable, "-m", "rlscale", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def fake_distribution(folder: Path, name: str, init: str, agents: dict[str, str] | None = None) -> Path:
@@ -64,7 +57,7 @@ def registration(task_id: str, agent_files: str = "{}") -> str:
 
 class TestEntryPoints:
     def test_list_tasks_names_each_tasks_package(self):
-        result = rlscale("list_tasks")
+        result = rlscale("list_tasks", env=UNBUFFERED)
         assert result.returncode == 0, result.stderr
         rows = dict(line.split() for line in result.stdout.splitlines())
         assert rows[PENDULUM] == "rlscale-pendulum-task"
@@ -98,7 +91,7 @@ class TestEntryPoints:
         log_root = tmp_path / "logs"
         result = rlscale(
             "train_multigpu", "--num_gpus", "2", "--device", "cpu", "--task", "Isaac-Cartpole",
-            "--max_iterations", "1", "--log_root", str(log_root), pythonpath=site,
+            "--max_iterations", "1", "--log_root", str(log_root), pythonpath=site, env=UNBUFFERED,
         )  # fmt: skip
         assert result.returncode == 2, result.stdout + result.stderr
         error = result.stderr.strip().splitlines()[-1]
@@ -145,11 +138,7 @@ class TestBrokenPluginEveryCommand:
         site = fake_distribution(tmp_path / "site", "broken-plugin", BROKEN_IMPORT)
         work = tmp_path / "work"
         work.mkdir()
-        env = {"PYTHONPATH": os.pathsep.join((str(site), os.environ.get("PYTHONPATH", "")))}
-        result = subprocess.run(
-            [sys.executable, "-m", "rlscale", *command], capture_output=True, text=True, timeout=300, cwd=work,
-            env={**os.environ, "OMP_NUM_THREADS": "1", **env},
-        )  # fmt: skip
+        result = rlscale(*command, pythonpath=site, cwd=work)
         assert (result.returncode, result.stdout) == (2, ""), result.stderr
         (line,) = result.stderr.splitlines()
         assert "task plug-in broken-plugin (entry point mine): ModuleNotFoundError" in line
@@ -158,13 +147,15 @@ class TestBrokenPluginEveryCommand:
 
     def test_the_variable_disables_it(self, tmp_path):
         site = fake_distribution(tmp_path / "site", "broken-plugin", BROKEN_IMPORT)
-        result = rlscale("list_tasks", pythonpath=site, env={DISABLE: "Broken_Plugin"})  # pip's name rules
+        result = rlscale(
+            "list_tasks", pythonpath=site, env={**UNBUFFERED, DISABLE: "Broken_Plugin"}
+        )  # pip's name rules
         assert result.returncode == 0, result.stderr
         assert "Isaac-Cartpole" in result.stdout and PENDULUM in result.stdout
 
     def test_a_misspelt_distribution_is_refused(self, tmp_path):
         site = fake_distribution(tmp_path / "site", "broken-plugin", BROKEN_IMPORT)
-        result = rlscale("list_tasks", pythonpath=site, env={DISABLE: "broken-plugni"})
+        result = rlscale("list_tasks", pythonpath=site, env={**UNBUFFERED, DISABLE: "broken-plugni"})
         assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
         assert "RLSCALE_DISABLE_PLUGINS='broken-plugni'" in result.stderr
         assert "installed: broken-plugin, rlscale-pendulum-task" in result.stderr
@@ -236,12 +227,14 @@ class TestQualifiedIds:
         ],
     )
     def test_a_bad_qualified_id_is_one_line(self, tmp_path, task, message):
-        result = rlscale("train_multigpu", "--num_gpus", "2", "--device", "cpu", "--task", task, "--dry_run")
+        result = rlscale(
+            "train_multigpu", "--num_gpus", "2", "--device", "cpu", "--task", task, "--dry_run", env=UNBUFFERED
+        )
         assert result.returncode == 2 and message in result.stderr and result.stderr.count("\n") == 1, result.stderr
 
     def test_the_launcher_accepts_a_qualified_id(self):
         result = rlscale("train_multigpu", "--num_gpus", "2", "--device", "cpu", "--task", f"pendulum_task:{PENDULUM}",
-                         "--dry_run")  # fmt: skip
+                         "--dry_run", env=UNBUFFERED)  # fmt: skip
         assert result.returncode == 0, result.stderr
         assert f"--task pendulum_task:{PENDULUM}" in result.stdout
 
@@ -292,7 +285,7 @@ class TestTrainingThePendulum:
         gymnasium counts about -200 as solved, a random policy gets about -1200."""
         result = rlscale(
             "train", "--task", PENDULUM, "--device", "cpu", "--num_envs", "256", "--max_iterations", "50",
-            "--log_root", str(tmp_path), timeout=600,
+            "--log_root", str(tmp_path), env=UNBUFFERED, timeout=600,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr[-3000:]
         returns = [iteration["mean_return"] for iteration in manifest_of(tmp_path)["iterations"]]
@@ -304,7 +297,7 @@ class TestTrainingThePendulum:
         """rl_games and skrl train it with rlscale's defaults; 7 iterations of 32 steps end the 200-step episodes."""
         result = rlscale(
             "train", "--task", PENDULUM, "--rl_library", library, "--device", "cpu", "--num_envs", "32",
-            "--max_iterations", "7", "--log_root", str(tmp_path),
+            "--max_iterations", "7", "--log_root", str(tmp_path), env=UNBUFFERED,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr[-3000:]
         manifest = manifest_of(tmp_path)
@@ -314,7 +307,7 @@ class TestTrainingThePendulum:
     def test_two_gloo_ranks_stay_in_sync(self, tmp_path):
         result = rlscale(
             "train_multigpu", "--num_gpus", "2", "--task", PENDULUM, "--device", "cpu", "--num_envs", "32",
-            "--max_iterations", "3", "--log_root", str(tmp_path),
+            "--max_iterations", "3", "--log_root", str(tmp_path), env=UNBUFFERED,
         )  # fmt: skip
         assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
         digests = manifest_of(tmp_path)["rank_param_digests"]

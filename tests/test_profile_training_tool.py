@@ -2,21 +2,16 @@
 API on CPU, where CI sees it."""
 
 import json
-import os
-import subprocess
-import sys
+
+from rlscale_command import rlscale
 
 
 def test_profiles_the_requested_iterations_of_a_cpu_run(tmp_path):
     out = tmp_path / "profile"
     train = ["--task", "Isaac-Cartpole-Direct", "--rl_library", "rsl_rl", "--num_envs", "16", "--max_iterations", "5"]
-    result = subprocess.run(
-        [sys.executable, "-m", "rlscale", "profile_training", "--out", str(out), "--first", "2", "--count", "2"]
-        + ["--", *train, "--device", "cpu", "--log_root", str(tmp_path / "runs")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    result = rlscale(
+        *("profile_training", "--out", str(out), "--first", "2", "--count", "2"),
+        *("--", *train, "--device", "cpu", "--log_root", str(tmp_path / "runs")),
     )
     assert result.returncode == 0, result.stderr[-2000:]
     summary = json.loads((out / "rank0_summary.json").read_text())
@@ -31,8 +26,6 @@ def test_profiles_the_requested_iterations_of_a_cpu_run(tmp_path):
 def test_refused_in_one_line_without_train_arguments(tmp_path):
     """No `rlscale train` arguments after --: one line, exit 2, nothing written."""
     out = tmp_path / "profile"
-    result = subprocess.run(
-        [sys.executable, "-m", "rlscale", "profile_training", "--out", str(out)], capture_output=True, text=True
-    )
+    result = rlscale("profile_training", "--out", str(out))
     assert result.returncode == 2 and "after --" in result.stderr and result.stderr.count("\n") == 1
     assert not out.exists()

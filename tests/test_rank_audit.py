@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 from process_utils import wait_for_no_process
+from rlscale_command import rlscale
 
 PATHS = [("rsl_rl", "torch"), ("rl_games", "torch"), ("skrl", "torch"), ("skrl", "jax")]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
@@ -19,12 +18,12 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 def test_nudged_rank_fails_the_run_and_is_named(tmp_path, library, framework):
     """Rank 1's parameters nudged before iteration 1 make the final audit fail on both ranks, naming rank 1."""
     env = {**ENV, "RLSCALE_INJECT_FAULT": "desync:rank=1,iteration=1"}
-    command = [
-        sys.executable, "-m", "rlscale", "train_multigpu", "--num_gpus", "2", "--device", "cpu",
+    args = [
+        "train_multigpu", "--num_gpus", "2", "--device", "cpu",
         "--task", "Isaac-Cartpole", "--num_envs", "16", "--max_iterations", "2",
         "--rl_library", library, "--ml_framework", framework, "--log_root", str(tmp_path),
     ]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    result = rlscale(*args, env=env)
     output = result.stdout + result.stderr
     assert result.returncode != 0, output[-3000:]
     divergence = "policy parameters diverged at iteration 2: rank(s) 1 differ from rank 0 (2 ranks)"

@@ -23,6 +23,7 @@ import numpy as np
 import psutil
 import pytest
 import torch
+from rlscale_command import rlscale
 from test_bad_inputs import case, run_case, tree
 
 from rlscale.manifest import segments_of
@@ -34,12 +35,6 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 PATHS = [("rsl_rl", "torch"), ("rl_games", "torch"), ("skrl", "torch"), ("skrl", "jax")]
 TRAIN = ["--task", "Isaac-Cartpole-Direct", "--num_envs", "16", "--device", "cpu", "--resume", "auto"]
-
-
-def rlscale(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "rlscale", *args], capture_output=True, text=True, timeout=timeout, env=ENV
-    )
 
 
 def rank0_manifests(log_root: Path) -> list[dict]:
@@ -147,10 +142,10 @@ class TestResumeAuto:
         """From scratch at first; the rerun with a larger total continues the same run directory from its final
         checkpoint and trains only the rest."""
         args = [*TRAIN, "--rl_library", library, "--ml_framework", framework, "--log_root", str(tmp_path)]
-        first = rlscale("train", *args, "--max_iterations", "3")
+        first = rlscale("train", *args, "--max_iterations", "3", env=ENV)
         assert first.returncode == 0, first.stderr[-3000:]
         assert "--resume auto: starting from scratch in" in first.stdout
-        second = rlscale("train", *args, "--max_iterations", "5")
+        second = rlscale("train", *args, "--max_iterations", "5", env=ENV)
         assert second.returncode == 0, second.stderr[-3000:]
         [manifest] = rank0_manifests(tmp_path)  # one run directory: the rerun appended to it
         assert (manifest["start_iteration"], manifest["iterations_completed"]) == (3, 5)
@@ -168,13 +163,13 @@ class TestResumeAuto:
     def test_truncated_newest_checkpoint_is_skipped(self, tmp_path):
         """A damaged newest checkpoint is passed over, with a line saying so, for the one before it."""
         args = [*TRAIN, "--checkpoint_interval", "2", "--log_root", str(tmp_path)]
-        first = rlscale("train", *args, "--max_iterations", "6")
+        first = rlscale("train", *args, "--max_iterations", "6", env=ENV)
         assert first.returncode == 0, first.stderr[-3000:]
         run_dir = Path(rank0_manifests(tmp_path)[0]["run_dir"])
         assert sorted(path.name for path in run_dir.glob("model_*.pt")) == [f"model_{i}.pt" for i in (0, 2, 4, 5)]
         newest = run_dir / "model_5.pt"
         newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
-        second = rlscale("train", *args, "--max_iterations", "8")
+        second = rlscale("train", *args, "--max_iterations", "8", env=ENV)
         assert second.returncode == 0, second.stderr[-3000:]
         assert f"--resume auto: skipping {newest}, it cannot be loaded (" in second.stderr
         [manifest] = rank0_manifests(tmp_path)
@@ -187,12 +182,12 @@ class TestResumeAuto:
         in."""
         args = [*TRAIN, "--log_root", str(tmp_path)]
         two_ranks = ["train_multigpu", "--num_gpus", "2", *args, "--num_envs", "8"]
-        first = rlscale(*two_ranks, "--max_iterations", "2")
+        first = rlscale(*two_ranks, "--max_iterations", "2", env=ENV)
         assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-        second = rlscale("train", *args, "--max_iterations", "3")
+        second = rlscale("train", *args, "--max_iterations", "3", env=ENV)
         assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
         assert "continuing on 1 rank(s) x 16 envs; the previous invocation ran 2 rank(s) x 8 envs" in second.stdout
-        third = rlscale(*two_ranks, "--max_iterations", "4")
+        third = rlscale(*two_ranks, "--max_iterations", "4", env=ENV)
         assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
         [manifest] = rank0_manifests(tmp_path)
         rank1 = json.loads(Path(manifest["run_dir"], "rank_1", "manifest.json").read_text())
@@ -222,12 +217,12 @@ class TestResumeAuto:
         )
         before = {run: (run / "manifest.json").read_text() for run in (named, benchmark)}
         args = [*TRAIN, "--log_root", str(tmp_path), "--max_iterations", "1"]
-        unnamed = rlscale("train", *args)
+        unnamed = rlscale("train", *args, env=ENV)
         assert unnamed.returncode == 0, unnamed.stderr[-3000:]
         [new] = set(runs.iterdir()) - {named, benchmark}
         assert f"--resume auto: starting from scratch in {new}\n" in unnamed.stdout
         assert {run: (run / "manifest.json").read_text() for run in before} == before
-        again = rlscale("train", *args, "--run_name", "a")
+        again = rlscale("train", *args, "--run_name", "a", env=ENV)
         assert again.returncode == 0, again.stderr[-3000:]
         assert f"--resume auto: starting from scratch in {named}\n" in again.stdout
         assert set(runs.iterdir()) == {named, benchmark, new}
@@ -249,7 +244,7 @@ class TestResumeAuto:
         assert tree(tmp_path) == before
 
     def test_bad_checkpoint_interval_is_refused(self, tmp_path):
-        result = rlscale("train", *TRAIN, "--checkpoint_interval", "0", "--log_root", str(tmp_path / "logs"))
+        result = rlscale("train", *TRAIN, "--checkpoint_interval", "0", "--log_root", str(tmp_path / "logs"), env=ENV)
         assert result.returncode == 2
         assert [line for line in result.stderr.splitlines() if "error:" in line] == [
             "rlscale train: error: --checkpoint_interval must be at least 1 (got 0)"

@@ -20,23 +20,16 @@ from pathlib import Path
 import pytest
 import torch
 from physics_support import requires_mjx, requires_warp
+from rlscale_command import rlscale
 
 from rlscale.tasks import UnknownTaskError, list_tasks, resolve_task_id
 
 pytestmark = pytest.mark.robots  # make test-robots: the robots' training processes take minutes on the CPU
 
 NUM_ENVS = 8
+TIMEOUT_S = 600
+"""Of each rlscale child: a robot trained, evaluated or filmed on CPU takes minutes."""
 ROBOTS = ("Rlscale-Go1-Flat", "Rlscale-G1-Flat")
-
-
-def rlscale(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "rlscale", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
-    )
 
 
 _BUILT: dict[str, object] = {}
@@ -90,7 +83,15 @@ class TestRegistration:
     )
     def test_bad_robot_options_get_one_line_and_exit_2(self, tmp_path, override, expected):
         result = rlscale(
-            "train", "--task", "Rlscale-Go1-Flat", "--device", "cpu", "--log_root", str(tmp_path / "logs"), override
+            "train",
+            "--task",
+            "Rlscale-Go1-Flat",
+            "--device",
+            "cpu",
+            "--log_root",
+            str(tmp_path / "logs"),
+            override,
+            timeout=TIMEOUT_S,
         )
         assert result.returncode == 2, result.stderr
         assert len(result.stderr.strip().splitlines()) == 1 and expected in result.stderr, result.stderr
@@ -489,7 +490,7 @@ def test_on_cuda_the_whole_step_replays_as_one_graph(task_id):
 def test_an_undersized_contact_buffer_stops_the_run_in_one_line(tmp_path):
     result = rlscale(
         "train", "--task", "Rlscale-G1-Flat", "--device", "cpu", "--num_envs", "4", "--max_iterations", "2",
-        "--log_root", str(tmp_path), "env.contacts_per_world=1",
+        "--log_root", str(tmp_path), "env.contacts_per_world=1", timeout=TIMEOUT_S,
     )  # fmt: skip
     assert result.returncode == 1, result.stderr[-3000:]
     (line,) = [line for line in result.stderr.strip().splitlines() if "error" in line]
@@ -518,7 +519,7 @@ def test_the_startup_benchmark_tells_a_cold_kernel_cache_from_a_warm_one(tmp_pat
         result = rlscale(
             "benchmark", "startup", "--task", "Rlscale-Go1-Flat", "--rl_library", "rsl_rl", "--device", "cpu",
             "--num_envs", "4", "--log_root", str(tmp_path / "logs"), "--output_path", str(bundle),
-            env={"WARP_CACHE_PATH": str(cache)},
+            env={"WARP_CACHE_PATH": str(cache)}, timeout=TIMEOUT_S,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr[-3000:]
         runtime = json.loads(bundle.read_text())["runtime"]
@@ -534,7 +535,7 @@ def test_the_startup_benchmark_tells_a_cold_kernel_cache_from_a_warm_one(tmp_pat
 def test_every_library_trains_each_robot_on_two_cpu_ranks(tmp_path, task_id, library):
     result = rlscale(
         "train_multigpu", "--task", task_id, "--rl_library", library, "--num_gpus", "2", "--device", "cpu",
-        "--num_envs", str(NUM_ENVS), "--max_iterations", "1", "--log_root", str(tmp_path),
+        "--num_envs", str(NUM_ENVS), "--max_iterations", "1", "--log_root", str(tmp_path), timeout=TIMEOUT_S,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     by_rank = {data["rank"]: data for data in (json.loads(p.read_text()) for p in tmp_path.rglob("manifest.json"))}
@@ -554,6 +555,7 @@ def test_evaluate_reports_tracking_error_and_falls_per_command(tmp_path, library
     trained = rlscale(
         "train", "--task", "Rlscale-Go1-Flat", "--rl_library", library, "--num_envs", str(NUM_ENVS),
         "--max_iterations", "2", "--checkpoint_interval", "1", "--device", "cpu", "--log_root", str(runs),
+        timeout=TIMEOUT_S,
     )  # fmt: skip
     assert trained.returncode == 0, trained.stderr[-3000:]
     (manifest,) = runs.rglob("manifest.json")
@@ -561,7 +563,7 @@ def test_evaluate_reports_tracking_error_and_falls_per_command(tmp_path, library
     assert len(checkpoints) >= 2, checkpoints
     result = rlscale(
         "evaluate", "--checkpoint", *map(str, checkpoints), "--num_envs", "4", "--command", "1.0,0.0,0.0",
-        "--command", "0.0,0.0,0.0", "--output", str(tmp_path / "{checkpoint}.json"),
+        "--command", "0.0,0.0,0.0", "--output", str(tmp_path / "{checkpoint}.json"), timeout=TIMEOUT_S,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     for checkpoint in checkpoints:  # one process, one file per checkpoint
@@ -572,7 +574,9 @@ def test_evaluate_reports_tracking_error_and_falls_per_command(tmp_path, library
         summary = evaluation["summary"]
         assert summary["envs"] == 4 and 0.0 <= summary["fall_rate"] <= 1.0 and summary["lin_vel_error_mps"] >= 0.0
     if torch.cuda.is_available():  # on a GPU the evaluation's step replays one CUDA graph
-        on_cuda = rlscale("evaluate", "--checkpoint", str(checkpoints[-1]), "--num_envs", "4", "--device", "cuda")
+        on_cuda = rlscale(
+            "evaluate", "--checkpoint", str(checkpoints[-1]), "--num_envs", "4", "--device", "cuda", timeout=TIMEOUT_S
+        )
         assert on_cuda.returncode == 0 and "eagerly" not in on_cuda.stderr, on_cuda.stderr[-3000:]
 
 

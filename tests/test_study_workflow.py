@@ -22,6 +22,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
+from rlscale_command import rlscale
 
 from rlscale.study.aggregate import SCALING_COLUMNS
 
@@ -184,9 +185,8 @@ class TestEndToEnd:
     def test_parity_so_far_of_a_finished_study_is_its_parity_tables(self, tiny_study, tmp_path):
         """rlscale parity_so_far, given every run, writes the tables the parity_aggregate rule wrote."""
         results = tiny_study / "results" / STUDY
-        command = [sys.executable, "-m", "rlscale", "parity_so_far", str(results), str(tmp_path)]
         flags = ["--config", CONFIG, CI_OVERLAY, "--device", "cpu"]
-        result = subprocess.run([*command, *flags], capture_output=True, text=True, timeout=120, cwd=ROOT)
+        result = rlscale("parity_so_far", str(results), str(tmp_path), *flags, cwd=ROOT, timeout=120)
         assert result.returncode == 0, result.stderr[-2000:]
         assert "4 of the plan's 4 parity runs" in result.stdout
         for name in ("parity.csv", "parity_runs.csv"):

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from rlscale_command import rlscale
 from test_bad_inputs import case, run_case, tree
 from wandb_records import offline_environment, offline_runs
 
@@ -18,12 +19,6 @@ pytestmark = pytest.mark.extras  # make test-extras
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL = ["--task", "Isaac-Cartpole-Direct", "--device", "cpu", "--num_envs", "16"]
-
-
-def rlscale(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    environ = {**os.environ, "OMP_NUM_THREADS": "1", **offline_environment(tmp_path), **(env or {})}
-    command = [sys.executable, "-m", "rlscale", *args]
-    return subprocess.run(command, capture_output=True, text=True, env=environ, cwd=tmp_path, timeout=300)
 
 
 def manifests(log_root: Path) -> dict[int, dict]:
@@ -37,9 +32,9 @@ def test_two_ranks_log_one_run_named_after_the_cell(tmp_path, library):
     the cell's, its metrics reached it, and it ended finished; rank 1 records none and writes no W&B folder."""
     logs = tmp_path / "logs"
     result = rlscale(
-        tmp_path, "train_multigpu", "--num_gpus", "2", *CELL, "--rl_library", library, "--max_iterations", "3",
+        "train_multigpu", "--num_gpus", "2", *CELL, "--rl_library", library, "--max_iterations", "3",
         "--seed", "5", "--log_root", str(logs), "--logger", "wandb", "--log_project_name", "scaling",
-        "--log_group", "my_study", "--log_job_type", "parity",
+        "--log_group", "my_study", "--log_job_type", "parity", env=offline_environment(tmp_path), cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     (run,) = offline_runs(tmp_path)
@@ -65,9 +60,9 @@ def test_a_crash_on_another_rank_marks_the_run_failed(tmp_path):
     """Rank 1 crashes mid-run: rank 0's run (the only one) ends with a non-zero exit code, which W&B shows as
     failed."""
     result = rlscale(
-        tmp_path, "train_multigpu", "--num_gpus", "2", *CELL, "--max_iterations", "30", "--hang_timeout", "0",
+        "train_multigpu", "--num_gpus", "2", *CELL, "--max_iterations", "30", "--hang_timeout", "0",
         "--log_root", str(tmp_path / "logs"), "--logger", "wandb",
-        env={"RLSCALE_INJECT_FAULT": "crash:rank=1,iteration=2"},
+        env={**offline_environment(tmp_path), "RLSCALE_INJECT_FAULT": "crash:rank=1,iteration=2"}, cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode != 0
     (run,) = offline_runs(tmp_path)
@@ -82,14 +77,17 @@ def test_resumed_runs_continue_the_tracker_run(tmp_path):
     common = [*CELL, "--rl_library", "skrl", "--log_root", str(logs), "--logger", "wandb"]
     for total in ("2", "3"):
         result = rlscale(
-            tmp_path, "train", *common, "--run_name", "long", "--resume", "auto", "--max_iterations", total,
-            "--checkpoint_interval", "1",
+            "train", *common, "--run_name", "long", "--resume", "auto", "--max_iterations", total,
+            "--checkpoint_interval", "1", env=offline_environment(tmp_path), cwd=tmp_path,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr[-3000:]
     (first_dir,) = logs.glob("skrl/*/*_long")
     first_id = json.loads((first_dir / "manifest.json").read_text())["tracker"]["id"]
     (checkpoint,) = first_dir.glob("checkpoints/agent_32.pt")
-    result = rlscale(tmp_path, "train", *common, "--resume", str(checkpoint), "--max_iterations", "1")
+    result = rlscale(
+        "train", *common, "--resume", str(checkpoint), "--max_iterations", "1",
+        env=offline_environment(tmp_path), cwd=tmp_path,
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     (second_dir,) = set(logs.glob("skrl/*/*")) - {first_dir}
     assert json.loads((second_dir / "manifest.json").read_text())["tracker"]["id"] == first_id
@@ -101,9 +99,9 @@ def test_resumed_runs_continue_the_tracker_run(tmp_path):
 def test_each_benchmark_seed_logs_a_run_of_its_own(tmp_path):
     """The training benchmark's --seeds runs are whole runs, each with a W&B run of job type benchmark."""
     result = rlscale(
-        tmp_path, "benchmark", "training", *CELL, "--max_iterations", "2", "--warmup_iterations", "1",
+        "benchmark", "training", *CELL, "--max_iterations", "2", "--warmup_iterations", "1",
         "--seeds", "1", "2", "--log_root", str(tmp_path / "logs"), "--output_path", str(tmp_path / "b{seed}.json"),
-        "--logger", "wandb",
+        "--logger", "wandb", env=offline_environment(tmp_path), cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     runs = offline_runs(tmp_path)

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from rlscale_command import rlscale
 
 from rlscale.rl import load_adapter
 from rlscale.rl.agent_overrides import apply_override
@@ -18,13 +16,6 @@ CHECKPOINTS_OF_3_ITERATIONS = {"rsl_rl": [1, 3], "rl_games": [3, 3], "skrl": [3]
 """Iterations the checkpoints of a 3-iteration Isaac-Cartpole run hold, its configs saving every 25-50 iterations
 (docs/troubleshooting.md): rsl_rl's periodic one at iteration index 0, and each library's one at the end (rl_games
 writes its own beside rlscale's)."""
-
-
-def rlscale(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "rlscale", *args], capture_output=True, text=True, timeout=timeout, env=env
-    )
 
 
 def only_run_dir(log_root: Path) -> Path:
