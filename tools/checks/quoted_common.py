@@ -25,6 +25,13 @@ class Quote:
     """As the document has it, but for line breaks and runs of spaces."""
 
 
+def rate(value: float) -> str:
+    """Env-steps/s as the docs write them: ``433 k``, ``7.47 M``, ``11.4 M`` (three significant digits from 1 M)."""
+    if value >= 1e6:
+        return f"{value / 1e6:.3g} M"
+    return f"{value / 1e3:.0f} k"
+
+
 def span(values: Iterable[float], digits: int = 2) -> str:
     """``low–high``, or one value when both round alike."""
     low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"

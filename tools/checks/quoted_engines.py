@@ -9,17 +9,12 @@ import statistics
 from pathlib import Path
 
 import pandas as pd
-from quoted_common import Quote
+from quoted_common import Quote, rate
 
 ROBOTS_DOC = "docs/robots.md"
 BAKE_OFFS = {"H100": Path("results/h100/engines_interleaved")}
 """Each card's bake-off folder, by the card's name in the table."""
 ROBOTS = (("G1", "g1"), ("Go1", "go1"))
-
-
-def rate(value: float) -> str:
-    """``1.16 M`` or ``593 k``."""
-    return f"{value / 1e6:.2f} M" if value >= 1e6 else f"{value / 1e3:.0f} k"
 
 
 def bake_off_row(folder: Path, card: str, robot: str, name: str) -> str:

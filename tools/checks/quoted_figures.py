@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/checks/ is no package: its sibling modules
-from quoted_common import LIBRARY_ROWS, PERFORMANCE, RESULTS_DOC, Quote, span, with_interval  # noqa: E402
+from quoted_common import LIBRARY_ROWS, PERFORMANCE, RESULTS_DOC, Quote, rate, span, with_interval  # noqa: E402
 from quoted_engines import engine_quotes  # noqa: E402
 from quoted_parity import parity_quotes  # noqa: E402
 from quoted_robots import robot_quotes  # noqa: E402
@@ -58,13 +58,6 @@ VALIDATION_FROM_ITERATION = 10
 ANT_RSL_RL_WINDOWS = ((0, 9), (50, 99), (250, 299), (550, 606))
 """Iteration windows of the Ant README's rsl_rl table, both ends included."""
 ANT_LAST_POINTS = 10
-
-
-def rate(value: float) -> str:
-    """Env-steps/s as the docs write them: ``433 k``, ``7.47 M``, ``11.4 M`` (three significant digits from 1 M)."""
-    if value >= 1e6:
-        return f"{value / 1e6:.3g} M"
-    return f"{value / 1e3:.0f} k"
 
 
 def spaced(number: int) -> str:
@@ -315,10 +308,24 @@ def measured_graph_gain_quotes(root: Path) -> list[Quote]:
     return quotes
 
 
+def check_task_replay_quotes(root: Path) -> list[Quote]:
+    """docs/tasks.md's contract-check times, replayed and eager, from the H100's console output."""
+    log = (root / "results/h100/check_task_replay/check_task_cuda.txt").read_text()
+    seconds = {
+        (robot, mode): float(value) for robot, mode, value in re.findall(r"Rlscale-(\w+)-Flat (\w+): ([\d.]+) s", log)
+    }
+    text = (
+        f"from {seconds['Go1', 'eager']:.0f} s (Go1) and {seconds['G1', 'eager']:.0f} s (G1) eager to "
+        f"{seconds['Go1', 'replayed']:.0f} and {seconds['G1', 'replayed']:.0f} s"
+    )
+    return [Quote("docs/tasks.md", "check_task replayed and eager", text)]
+
+
 def all_quotes(root: Path = ROOT) -> list[Quote]:
     return [
         *memory_quotes(root),
         *validation_quotes(root),
+        *check_task_replay_quotes(root),
         *ant_learning_quotes(root),
         *readme_quotes(root),
         *performance_peer_quotes(root),

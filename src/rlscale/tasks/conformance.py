@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import torch
 
 from rlscale.tasks.base import VecTask
-from rlscale.tasks.graph import GraphedTask
+from rlscale.tasks.graph import GraphedTask, graphed_if_possible
 from rlscale.tasks.host_reads import HostReads
 from rlscale.tasks.plugins import one_line
 from rlscale.tasks.registry import make_task
@@ -153,7 +153,12 @@ class _ContractCheck:
         self.reported: set[str] = set()
 
     def run(self, actions: list[torch.Tensor]) -> Record:
-        """Reset, then step every action; returns the first :data:`DETERMINISM_STEPS` outputs for comparisons."""
+        """Reset, then step every action; returns the first :data:`DETERMINISM_STEPS` outputs for comparisons.
+
+        Those steps are eager. A task that can be captured on CUDA steps the rest of the episode as a replayed graph:
+        stepped eagerly, a robot's 1000-step episode waits on the host launching its kernels one by one, and the replay
+        is compared with the eager steps below.
+        """
         task, fail = self.task, self.report.fail
         self._check_attributes()
         observations, extras = task.reset()
@@ -166,9 +171,12 @@ class _ContractCheck:
             fail("reset", "episode_length_buf is not 0 after reset()")
         record: Record = [(_clone(observations),)]
         steps_taken = torch.zeros(self.n, dtype=torch.long, device=self.device)
+        stepping = task
         for step, action in enumerate(actions):
+            if step == DETERMINISM_STEPS:
+                stepping = graphed_if_possible(task)
             before = task.episode_length_buf.clone()
-            outputs = task.step(action)
+            outputs = stepping.step(action)
             if not (isinstance(outputs, tuple) and len(outputs) == 5):
                 fail("step", "does not return (observations, reward, terminated, truncated, extras)")
                 return record
