@@ -17,8 +17,8 @@ from pathlib import Path
 
 import torch
 
+from rlscale.manifest import read_checkpoint_manifest
 from rlscale.rl import load_adapter
-from rlscale.run.checkpoint_policy import read_manifest
 from rlscale.tasks import make_task
 from rlscale.tasks.base import VecTask
 
@@ -79,9 +79,9 @@ def library_evaluates(library: str, ml_framework: str, task: VecTask, agent_cfg:
 
 
 def main(checkpoint: Path, output: Path) -> None:
-    manifest = read_manifest(checkpoint)
-    run_args, agent_cfg = manifest["args"], manifest["agent_cfg"]
-    template = make_task(run_args["task"], num_envs=NUM_ENVS, device="cpu")
+    manifest = read_checkpoint_manifest(checkpoint)
+    run_args, agent_cfg = manifest.args, dict(manifest.agent_cfg)
+    template = make_task(run_args.task, num_envs=NUM_ENVS, device="cpu")
     generator = torch.Generator().manual_seed(0)
     dims = template.observation_dims
     script = [
@@ -89,10 +89,10 @@ def main(checkpoint: Path, output: Path) -> None:
         for _ in range(STEPS + 1)
     ]
     evaluated = ScriptedTask(template, script)
-    library_evaluates(run_args["rl_library"], run_args["ml_framework"], evaluated, agent_cfg, checkpoint)
-    adapter = load_adapter(run_args["rl_library"])
+    library_evaluates(run_args.rl_library, run_args.ml_framework, evaluated, agent_cfg, checkpoint)
+    adapter = load_adapter(run_args.rl_library)
     policy = adapter.inference_policy(
-        ScriptedTask(template, script), agent_cfg, checkpoint, "cpu", run_args["ml_framework"]
+        ScriptedTask(template, script), agent_cfg, checkpoint, "cpu", run_args.ml_framework
     )
     with torch.inference_mode():  # as rlscale evaluate and play run it
         inferred = [policy(observations) for observations in script[:STEPS]]

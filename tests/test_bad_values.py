@@ -21,6 +21,7 @@ import pytest
 import torch
 import yaml
 from rlscale_command import rlscale
+from run_manifests import manifest_data, starting_fields
 from test_bad_inputs import case, run_case, tree
 
 from rlscale.faults import Fault
@@ -131,7 +132,7 @@ def write_checkpoint(folder: Path, top_key: str, inputs: int, run: tuple[str, st
     torch.save({top_key: {"mlp.0.weight": torch.zeros(32, inputs)}, "iter": 1}, path)
     if run is not None:
         agent_cfg = {"actor": {"hidden_dims": [32, 32]}, "critic": {"hidden_dims": [32, 32]}}
-        manifest = {"args": {"task": run[0], "rl_library": run[1]}, "agent_cfg": agent_cfg}
+        manifest = manifest_data({"args": {"task": run[0], "rl_library": run[1]}, "agent_cfg": agent_cfg})
         (folder / "manifest.json").write_text(json.dumps(manifest))
     return path
 
@@ -310,7 +311,8 @@ def test_a_manifest_outlasts_another_ranks_take_back_of_its_folder(tmp_path, mon
         write_atomic(path, text)
 
     monkeypatch.setattr(manifest, "write_atomic", after_a_take_back)
-    written = manifest.Manifest(tmp_path / "run" / "manifest.json", manifest.Segment.starting_now(1, 8, 0), seed=7)
+    segment = manifest.Segment.starting_now(1, 8, 0)
+    written = manifest.Manifest(tmp_path / "run" / "manifest.json", segment, **starting_fields(seed=7))
     assert len(calls) == 2 and json.loads(written.path.read_text())["seed"] == 7
 
 

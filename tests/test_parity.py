@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from run_manifests import recorded_iterations, run_manifest
 
 from rlscale.rl import load_adapter
 from rlscale.rl.agent_defaults import agent_cfg
@@ -156,15 +157,15 @@ class TestCrossing:
     def test_first_iteration_at_the_target(self):
         iterations = [record(10, 1.0, math.nan, math.nan), record(20, 2.0, 289.9, 5), record(30, 3.5, 290, 6)]
         iterations.append(record(40, 4.0, 250, 3))
-        assert first_crossing(iterations, "mean_episode_length", 290) == (30.0, 3.5)
-        assert first_crossing(iterations, "mean_episode_length", 300) == (math.inf, math.inf)
+        assert first_crossing(recorded_iterations(iterations), "mean_episode_length", 290) == (30.0, 3.5)
+        assert first_crossing(recorded_iterations(iterations), "mean_episode_length", 300) == (math.inf, math.inf)
 
     def test_task_metric(self):
         iterations = [record(10, 1.0, 50, 1, **{"Metrics/forward_speed": s}) for s in (0.05, 0.31, 0.2)]
-        assert first_crossing(iterations, "Metrics/forward_speed", 0.3) == (10.0, 1.0)
+        assert first_crossing(recorded_iterations(iterations), "Metrics/forward_speed", 0.3) == (10.0, 1.0)
         iterations[1]["env_steps"] = 20
         iterations[0]["metrics"] = {}  # before the first episode ended
-        assert first_crossing(iterations, "Metrics/forward_speed", 0.3) == (20.0, 1.0)
+        assert first_crossing(recorded_iterations(iterations), "Metrics/forward_speed", 0.3) == (20.0, 1.0)
 
     def test_an_error_reaches_its_target_from_above(self):
         errors = (math.nan, 0.6, 0.3, 0.25, 0.31)  # NaN: no episode had ended yet
@@ -172,22 +173,26 @@ class TestCrossing:
             record(10 * (i + 1), float(i + 1), 50, 1, **{"Metrics/base_velocity/error_vel_xy": e})
             for i, e in enumerate(errors)
         ]
-        assert first_crossing(iterations, "Metrics/base_velocity/error_vel_xy", 0.25, "at_most") == (40.0, 4.0)
-        assert first_crossing(iterations, "Metrics/base_velocity/error_vel_xy", 0.2, "at_most") == (math.inf, math.inf)
+        assert first_crossing(
+            recorded_iterations(iterations), "Metrics/base_velocity/error_vel_xy", 0.25, "at_most"
+        ) == (40.0, 4.0)
+        assert first_crossing(
+            recorded_iterations(iterations), "Metrics/base_velocity/error_vel_xy", 0.2, "at_most"
+        ) == (math.inf, math.inf)
 
     def test_best_value_in_the_targets_direction(self):
         """How far a run got: the highest value of its metric, or the lowest for an error; NaN iterations (before an
         episode ended) count for neither."""
         errors = [record(10, 1.0, 50, 1, **{"Metrics/error": e}) for e in (math.nan, 0.6, 0.3, 0.4)]
-        assert best_value(errors, "Metrics/error", "at_most") == 0.3
-        assert best_value(errors, "Metrics/error", "at_least") == 0.6
-        assert math.isnan(best_value(errors[:1], "Metrics/error", "at_most"))
+        assert best_value(recorded_iterations(errors), "Metrics/error", "at_most") == 0.3
+        assert best_value(recorded_iterations(errors), "Metrics/error", "at_least") == 0.6
+        assert math.isnan(best_value(recorded_iterations(errors[:1]), "Metrics/error", "at_most"))
 
     def test_return_at_checkpoints(self):
         iterations = [record(100 * (i + 1), i, 10, float(i)) for i in range(4)]
-        assert return_at(iterations, 250) == 1.0
-        assert return_at(iterations, 400) == 3.0
-        assert math.isnan(return_at(iterations, 50))
+        assert return_at(recorded_iterations(iterations), 250) == 1.0
+        assert return_at(recorded_iterations(iterations), 400) == 3.0
+        assert math.isnan(return_at(recorded_iterations(iterations), 50))
 
 
 class TestVerdicts:
@@ -197,7 +202,7 @@ class TestVerdicts:
             for ws, seeds in crossings.items()
             for seed, crossing in enumerate(seeds)
         ]
-        return run_table([manifest for manifest, _ in pairs], [cell for _, cell in pairs], [0.5, 1.0])
+        return run_table([run_manifest(manifest) for manifest, _ in pairs], [cell for _, cell in pairs], [0.5, 1.0])
 
     def test_learns_as_well_within_the_tolerance(self):
         # One rank reaches the target after 3, 4, 5 iterations (median 400 steps), two ranks after 4, 5, 5 (500).
@@ -254,11 +259,11 @@ class TestVerdicts:
 
     def test_records_must_match_their_cell(self):
         manifest, cell = run(2, 1, 3, 1.0)
-        assert run_record(manifest, cell, [1.0])["return_at_1"] == 9.0
+        assert run_record(run_manifest(manifest), cell, [1.0])["return_at_1"] == 9.0
         with pytest.raises(ValueError, match="world_size=2 but is filed under world_size=1"):
-            run_record(manifest, {**cell, "world_size": 1}, [1.0])
+            run_record(run_manifest(manifest), {**cell, "world_size": 1}, [1.0])
         with pytest.raises(ValueError, match="not completed"):
-            run_record({**manifest, "status": "interrupted"}, cell, [1.0])
+            run_record(run_manifest({**manifest, "status": "interrupted"}), cell, [1.0])
 
 
 class TestParityFigures:
@@ -270,7 +275,7 @@ class TestParityFigures:
         pairs = [
             run(ws, seed, crossing, 1.0 / ws) for ws, seeds in crossings.items() for seed, crossing in enumerate(seeds)
         ]
-        manifests, cells = [m for m, _ in pairs], [c for _, c in pairs]
+        manifests, cells = [run_manifest(m) for m, _ in pairs], [c for _, c in pairs]
         table = parity_table(run_table(manifests, cells, [1.0]), tolerance=0.2)
         built = parity_figures(curve_frame(manifests, cells), table)
         figures.extend(built.values())
@@ -307,7 +312,7 @@ class TestParityFigures:
             cell |= {**names, **knobs, "variant": variant_name(*knobs.values()), "max_env_steps": 80e6}
             for iteration in manifest["iterations"]:
                 iteration["env_steps"] *= 80_000
-            manifests.append(manifest)
+            manifests.append(run_manifest(manifest))
             cells.append(cell)
         table = parity_table(run_table(manifests, cells, [1.0]), tolerance=0.2)
         for figure in parity_figures(curve_frame(manifests, cells), table).values():

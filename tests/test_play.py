@@ -22,6 +22,7 @@ import pytest
 import torch
 from physics_support import requires_warp
 from rlscale_command import rlscale
+from run_manifests import manifest_data
 
 from rlscale.run.play import main as play_main
 from rlscale.run.video import video_file
@@ -78,7 +79,7 @@ def fake_runs(tmp_path):
     ]:
         run = tmp_path / "runs" / name
         (run / checkpoint).parent.mkdir(parents=True)
-        (run / "manifest.json").write_text(json.dumps({"args": {"task": task, "rl_library": library}}))
+        (run / "manifest.json").write_text(json.dumps(manifest_data({"args": {"task": task, "rl_library": library}})))
         (run / checkpoint).write_bytes(b"")
         runs[name] = run / checkpoint
     (tmp_path / "runs" / "bare").mkdir()

@@ -24,9 +24,10 @@ import psutil
 import pytest
 import torch
 from rlscale_command import rlscale
+from run_manifests import manifest_data
 from test_bad_inputs import case, run_case, tree
 
-from rlscale.manifest import segments_of
+from rlscale.manifest import read_manifest
 from rlscale.paths import atomic_path
 from rlscale.resume import RunIdentity, latest_run, newest_loadable
 from rlscale.rl.common import parameter_digest
@@ -52,7 +53,7 @@ def recorded_run(log_root: Path, directory: str, run_name: str | None = None, **
     defaults = {"command": "rlscale train", "task": task, "rl_library": rl_library, "ml_framework": ml_framework}
     path = log_root / directory / "manifest.json"
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"status": "completed", "args": defaults | args | {"run_name": run_name}}))
+    path.write_text(json.dumps(manifest_data({"args": defaults | args | {"run_name": run_name}})))
     newest = max((other.stat().st_mtime for other in log_root.rglob("manifest.json")), default=0)
     os.utime(path, (newest + 1, newest + 1))  # distinct modification times, in the order made
     return path.parent
@@ -152,7 +153,7 @@ class TestResumeAuto:
         assert [record["iteration"] for record in manifest["iterations"]] == [0, 1, 2, 3, 4]  # the first's kept
         assert Path(manifest["resumed_from"]).name in second.stdout and "(3/5)" in second.stdout
         assert Path(manifest["resumed_from"]).parent.is_relative_to(manifest["run_dir"])
-        segments = segments_of(manifest)  # the first invocation's segment is kept
+        segments = read_manifest(Path(manifest["run_dir"], "manifest.json")).segments  # the first's is kept
         assert [(segment.first_iteration, segment.last_iteration) for segment in segments] == [(0, 2), (3, 4)]
         assert [(segment.world_size, segment.num_envs_per_rank, segment.status) for segment in segments] == [
             (1, 16, "completed")
@@ -201,11 +202,14 @@ class TestResumeAuto:
                 for segment in segments
             ]
 
-        segments = segments_of(manifest)
+        segments = read_manifest(Path(manifest["run_dir"], "manifest.json")).segments
         assert shape(segments) == [(2, 8, 0, 1), (1, 16, 2, 2), (2, 8, 3, 3)]
         assert all(segment.status == "completed" and segment.wall_time_s > 0 for segment in segments)
         assert sorted(segment.start_time for segment in segments) == [segment.start_time for segment in segments]
-        assert shape(segments_of(rank1)) == [(2, 8, 0, 1), (2, 8, 3, 3)]
+        assert shape(read_manifest(Path(manifest["run_dir"], "rank_1", "manifest.json")).segments) == [
+            (2, 8, 0, 1),
+            (2, 8, 3, 3),
+        ]
 
     def test_a_named_and_an_unnamed_run_continue_only_themselves(self, tmp_path):
         """Without --run_name, --resume auto continues neither a named run nor a benchmark's unnamed one (a new run
@@ -227,7 +231,7 @@ class TestResumeAuto:
         assert f"--resume auto: starting from scratch in {named}\n" in again.stdout
         assert set(runs.iterdir()) == {named, benchmark, new}
         assert json.loads((named / "manifest.json").read_text())["args"]["run_name"] == "a"
-        assert len(segments_of(json.loads((new / "manifest.json").read_text()))) == 1
+        assert len(read_manifest(new / "manifest.json").segments) == 1
 
     @pytest.mark.parametrize(("item", "recorded"), REFUSED, ids=[item.id for item, _ in REFUSED])
     def test_a_run_of_another_task_library_or_framework_is_refused(self, item, recorded, tmp_path, monkeypatch, capsys):
@@ -574,7 +578,7 @@ class TestSnakemakeRerun:
         assert (manifest["start_iteration"], manifest["iterations_completed"]) == (last + 1, TOTAL)
         # The killed attempt's records up to its checkpoint, then the rerun's.
         assert [record["iteration"] for record in manifest["iterations"]] == list(range(TOTAL))
-        killed, rerun_segment = segments_of(manifest)  # the killed attempt's segment is kept
+        killed, rerun_segment = read_manifest(workdir / target).segments  # the killed attempt's segment is kept
         assert (killed.status, killed.first_iteration, rerun_segment.status) == ("interrupted", 0, "completed")
         assert killed.last_iteration >= last and killed.wall_time_s > 0
         assert (rerun_segment.first_iteration, rerun_segment.last_iteration) == (last + 1, TOTAL - 1)

@@ -21,6 +21,7 @@ import pytest
 import torch
 from physics_support import requires_mjx, requires_warp
 from rlscale_command import rlscale
+from run_manifests import manifest_data
 
 from rlscale.tasks import UnknownTaskError, list_tasks, resolve_task_id
 
@@ -599,7 +600,7 @@ def test_evaluate_refuses_bad_input_in_one_line(tmp_path, args, expected):
     for path in (checkpoint, other, elsewhere):
         path.write_bytes(b"")
     if "no manifest" not in expected:
-        manifest = {"args": {"task": "Rlscale-Go1-Flat", "rl_library": "rsl_rl"}}
+        manifest = manifest_data({"args": {"task": "Rlscale-Go1-Flat", "rl_library": "rsl_rl"}})
         for folder in (tmp_path, elsewhere.parent):
             (folder / "manifest.json").write_text(json.dumps(manifest))
     paths = {"file": checkpoint, "other": other, "elsewhere": elsewhere}

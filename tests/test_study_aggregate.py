@@ -7,6 +7,7 @@ import math
 
 import pandas as pd
 import pytest
+from run_manifests import manifest_data, run_manifest
 
 from rlscale.benchmark.bundle import validation_errors
 from rlscale.study import summary
@@ -335,7 +336,8 @@ class TestTrainCurves:
         """Each train run's iterations with their global env steps and returns (NaN where no episode ended), filed
         under the run's task, library and world size; a resumed run's rows start where it resumed."""
         cells = [{"task": "T", "library": "skrl", "world_size": size} for size in (1, 2)]
-        curves = train_curves([train_manifest(1, (None, 1.0)), train_manifest(2, (2.5,), start=3)], cells)
+        runs = [run_manifest(train_manifest(1, (None, 1.0))), run_manifest(train_manifest(2, (2.5,), start=3))]
+        curves = train_curves(runs, cells)
         assert curves["world_size"].tolist() == [1, 1, 2] and set(curves["rl_library"]) == {"skrl"}
         assert curves["env_steps"].tolist() == [1024, 2048, 4 * 2048]
         assert math.isnan(curves["mean_return"].iloc[0]) and curves["mean_return"].tolist()[1:] == [1.0, 2.5]
@@ -354,7 +356,7 @@ def write_outputs(
             listed[-1].write_text(json.dumps(bundle))
     for index, manifest in enumerate(manifests):
         manifest_paths.append(tmp_path / f"manifest{index}.json")
-        manifest_paths[-1].write_text(json.dumps(manifest))
+        manifest_paths[-1].write_text(json.dumps(manifest_data(manifest)))
     out = {name: tmp_path / "out" / name for name in ("s.csv", "t.png", "e.png", "l.png", "summary.md")}
     write_study_outputs(
         study="unit",
@@ -397,7 +399,7 @@ class TestTrainTable:
         crashed_and_resumed = segmented_manifest([(0, 5, 30.0), (4, 9, 20.0)]) | {"iterations_completed": 10}
         killed_then_resumed = segmented_manifest([(0, None, None), (0, 9, 50.0)]) | {"iterations_completed": 10}
         cells = [{"task": "T", "world_size": 1}] * 2
-        table = train_table([crashed_and_resumed, killed_then_resumed], cells)
+        table = train_table([run_manifest(crashed_and_resumed), run_manifest(killed_then_resumed)], cells)
         assert table[["iterations", "segments", "iterations_trained"]].values.tolist() == [[10, 2, 12], [10, 2, 10]]
         assert table["wall_time_s"].tolist()[0] == 50.0 and pd.isna(table["wall_time_s"].tolist()[1])
 
@@ -527,7 +529,7 @@ class TestPlots:
             train_manifest(2, (6.0, 8.0), start=1),
             train_manifest(1, (5.0,)),
         ]
-        figure = learning_curves_figure(train_curves(manifests, cells))
+        figure = learning_curves_figure(train_curves([run_manifest(manifest) for manifest in manifests], cells))
         figures.append(figure)
         by_title = panels(figure)
         assert sorted(by_title) == [

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 import yaml
 from physics_support import requires_warp
+from run_manifests import manifest_data, run_manifest
 
 from rlscale.study.aggregate import SCALING_COLUMNS
 from rlscale.study.config import StudyConfigError, validated_config
@@ -160,19 +161,19 @@ class TestEvaluatedRuns:
         (tmp_path / "manifest.json").write_text("{}")
         for index in (0, 4, 9):
             (tmp_path / f"model_{index}.pt").write_bytes(b"")
-        manifest = {
+        fields = {
             "checkpoint": str(tmp_path / "model_9.pt"),
             "iterations_completed": 10,
             "args": {"rl_library": "rsl_rl", "ml_framework": "torch"},
-            "agent_cfg": {},
             "iterations": [{"iteration": index, "env_steps": 64 * (index + 1)} for index in range(10)],
         }
+        manifest = run_manifest(fields)
         assert run_checkpoints(manifest, every=False) == [(10, tmp_path / "model_9.pt")]
         assert run_checkpoints(manifest, every=True) == [(1, tmp_path / "model_0.pt"), (5, tmp_path / "model_4.pt"),
                                                          (10, tmp_path / "model_9.pt")]  # fmt: skip
         assert [env_steps_at(manifest, iterations) for iterations in (1, 5, 10, 11)] == [64, 320, 640, None]
         with pytest.raises(ValueError, match="no final checkpoint"):
-            run_checkpoints({**manifest, "checkpoint": None}, every=False)
+            run_checkpoints(run_manifest({**fields, "checkpoint": None}), every=False)
 
 
 class TestEvaluationJob:
@@ -188,11 +189,10 @@ class TestEvaluationJob:
             "checkpoint": str(run_dir / "model_2.pt"),
             "iterations_completed": 3,
             "args": {"rl_library": "rsl_rl", "ml_framework": "torch"},
-            "agent_cfg": {},
             "iterations": [{"iteration": index, "env_steps": 100 * (index + 1)} for index in range(3)],
         }
         record = tmp_path / "seed1.json"
-        record.write_text(json.dumps(manifest))
+        record.write_text(json.dumps(manifest_data(manifest)))
         return record
 
     def test_one_process_on_one_gpu_for_every_checkpoint(self, tmp_path, monkeypatch):

@@ -16,9 +16,11 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
+from run_manifests import run_manifest
 
 from rlscale.launch.lease import LeaseError, acquire
 from rlscale.launch.ranks import NodeSplit
+from rlscale.manifest import RunManifest
 from rlscale.study import job_runner
 from rlscale.study.checks import check_config, check_gpu_limit, node_split
 from rlscale.study.config import StudyConfigError, effective_config, envs_for, validated_config
@@ -304,13 +306,15 @@ class TestCheckConfig:
         assert len(str(error.value).splitlines()) == 1
 
 
-def manifest(returns: list[float | None], status: str = "completed", iterations: int | None = None) -> dict:
-    """A rank-0 manifest of an ``rlscale train`` run with the given per-iteration mean returns."""
-    return {
-        "status": status,
-        "iterations_completed": len(returns) if iterations is None else iterations,
-        "iterations": [{"iteration": index, "mean_return": value} for index, value in enumerate(returns)],
-    }
+def manifest(returns: list[float | None], status: str = "completed", metrics: dict | None = None) -> RunManifest:
+    """A rank-0 manifest of an ``rlscale train`` run with the given per-iteration mean returns and task metrics."""
+    return run_manifest(
+        {
+            "status": status,
+            "iterations_completed": len(returns),
+            "iterations": [{"mean_return": value, "metrics": metrics or {}} for value in returns],
+        }
+    )
 
 
 class TestValidationVerdict:
@@ -340,9 +344,7 @@ class TestValidationVerdict:
     def test_a_parity_metric_the_task_does_not_log(self):
         """A parity target on a Metrics/ key the task never logs fails its validation, naming the keys it logs,
         before any parity run spends its budget; one it logs, and the metrics every task has, pass."""
-        run = manifest([1.0, 2.0, 3.0])
-        for record in run["iterations"]:
-            record["metrics"] = {"Metrics/forward_speed": 0.1}
+        run = manifest([1.0, 2.0, 3.0], metrics={"Metrics/forward_speed": 0.1})
         assert validation_verdict(run, 3, 0, "Metrics/forward_speed")["ok"]
         assert validation_verdict(run, 3, 0, "mean_episode_length")["ok"]
         verdict = validation_verdict(run, 3, 0, "Metrics/base_velocity/error_vel_xy")

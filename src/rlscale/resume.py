@@ -9,10 +9,11 @@ this module only chooses among what the adapter found.
 from __future__ import annotations
 
 import contextlib
-import json
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
+
+from rlscale.manifest import MANIFEST_NAME, InvalidManifest, RunArgs, read_manifest
 
 AUTO = "auto"
 """The ``--resume`` value that continues the latest run in place."""
@@ -33,12 +34,11 @@ class RunIdentity:
     ml_framework: str
 
     @classmethod
-    def recorded(cls, args: Mapping) -> RunIdentity | None:
-        """The identity a manifest's ``args`` record; None where they lack a field (not an rlscale run's)."""
-        names = [item.name for item in fields(cls)]
-        if not all(name in args for name in names):
+    def recorded(cls, args: RunArgs) -> RunIdentity | None:
+        """The identity a manifest's ``args`` record; None where they name no command (an older manifest's)."""
+        if args.command is None:
             return None
-        return cls(**{name: args[name] for name in names})
+        return cls(args.command, args.run_name, args.task, args.rl_library, args.ml_framework)
 
     @property
     def kind(self) -> str:
@@ -58,13 +58,13 @@ def latest_run(log_root: Path, asked: RunIdentity) -> tuple[Path, RunIdentity] |
     Every rank of a job picks the same one: the directory a rank-0 rerun writes to stays the latest.
     """
     written = []
-    for manifest in log_root.glob("*/*/*/manifest.json"):
+    for manifest in log_root.glob(f"*/*/*/{MANIFEST_NAME}"):
         with contextlib.suppress(OSError):  # taken back by its run meanwhile
             written.append((manifest.stat().st_mtime, manifest))
     for _, manifest in sorted(written, reverse=True):
         try:
-            recorded = RunIdentity.recorded(json.loads(manifest.read_text())["args"])
-        except (OSError, ValueError, KeyError, TypeError):  # not an rlscale run directory
+            recorded = RunIdentity.recorded(read_manifest(manifest).args)
+        except InvalidManifest:  # not an rlscale run directory, or taken back by its run meanwhile
             continue
         if recorded is not None and (recorded.run_name, recorded.kind) == (asked.run_name, asked.kind):
             return manifest.parent, recorded

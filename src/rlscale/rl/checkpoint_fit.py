@@ -2,15 +2,16 @@
 observation size its policy reads.
 
 The library shows in the checkpoint's top-level keys (``Library.checkpoint_policy_key``); the task in the manifest of
-the run that wrote it (beside the checkpoint, or one folder up where the library keeps checkpoints in a subfolder).
+the run that wrote it (beside the checkpoint, or one folder up where the library keeps checkpoints in a subfolder),
+which the caller reads (:func:`rlscale.manifest.read_checkpoint_manifest`: this layer is below it).
 A checkpoint copied away from its run has no manifest: then the observation size of its policy's first weight matrix
 is compared with the task's, which takes building the task once (on the CPU, one env).
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from rlscale.rl import LIBRARIES
@@ -21,9 +22,20 @@ class CheckpointMismatch(ValueError):
     """The checkpoint was written by another library, for another task, or for other observations."""
 
 
-def check_checkpoint_fits(path: Path, state: Any, task_id: str, rl_library: str, agent_cfg: dict) -> None:
-    """Refuse a checkpoint (``state``, as loaded from ``path``) that ``rl_library`` cannot resume on ``task_id`` with
-    the networks of ``agent_cfg``.
+@dataclass(frozen=True)
+class WritingRun:
+    """What the manifest of the run that wrote a checkpoint says of that run."""
+
+    task: str
+    rl_library: str
+    agent_cfg: Mapping[str, Any]
+
+
+def check_checkpoint_fits(
+    state: Any, task_id: str, rl_library: str, agent_cfg: dict, writing_run: WritingRun | None
+) -> None:
+    """Refuse a checkpoint (``state``, as loaded) that ``rl_library`` cannot resume on ``task_id`` with the networks
+    of ``agent_cfg``; ``writing_run`` is its run's, None for a checkpoint without a run manifest.
 
     Raises:
         CheckpointMismatch: one line naming what the checkpoint is and what the run is.
@@ -34,22 +46,20 @@ def check_checkpoint_fits(path: Path, state: Any, task_id: str, rl_library: str,
         raise CheckpointMismatch(
             f"a {written_by} checkpoint, but {run}; pass --rl_library {written_by}, or a {rl_library} checkpoint"
         )
-    manifest = _run_manifest(path)
-    args = manifest.get("args", {}) if manifest else {}
-    if args.get("task") not in (None, task_id) or args.get("rl_library") not in (None, rl_library):
+    if writing_run is not None and (writing_run.task, writing_run.rl_library) != (task_id, rl_library):
         raise CheckpointMismatch(
-            f"written by a run of {args.get('task')} with {args.get('rl_library')} (its manifest.json), but {run}; "
+            f"written by a run of {writing_run.task} with {writing_run.rl_library} (its manifest.json), but {run}; "
             "pass a checkpoint of this task and library"
         )
-    for key in LIBRARIES[rl_library].network_keys if manifest else ():
-        written, wanted = _entry(manifest.get("agent_cfg"), key), _entry(agent_cfg, key)
+    for key in LIBRARIES[rl_library].network_keys if writing_run is not None else ():
+        written, wanted = _entry(writing_run.agent_cfg, key), _entry(agent_cfg, key)
         if written is not None and wanted is not None and written != wanted:
             raise CheckpointMismatch(
                 f"its networks have {key} {written} (its manifest.json), but this run's {key} is {wanted}; drop the "
                 "override, or train from scratch"
             )
     inputs = _policy_inputs(state, rl_library)
-    if inputs is None or args.get("task") == task_id:  # its run's manifest vouches for the task: no build needed
+    if inputs is None or writing_run is not None:  # its run's manifest vouches for the task: no build needed
         return
     task = make_task(task_id, num_envs=1, device="cpu")
     try:
@@ -72,21 +82,10 @@ def _library_of(state: Any) -> str | None:
 def _entry(cfg: Any, key: str) -> Any:
     """``cfg[a][b]...`` for ``a.b...``, or None."""
     for part in key.split("."):
-        if not isinstance(cfg, dict):
+        if not isinstance(cfg, Mapping):
             return None
         cfg = cfg.get(part)
     return cfg
-
-
-def _run_manifest(path: Path) -> dict | None:
-    for folder in (path.parent, path.parent.parent):
-        manifest = folder / "manifest.json"
-        if manifest.is_file():
-            try:
-                return json.loads(manifest.read_text())
-            except (OSError, ValueError):
-                return None
-    return None
 
 
 def _policy_inputs(state: Any, rl_library: str) -> int | None:

@@ -4,12 +4,12 @@ the library's adapter gives the deterministic policy (:class:`~rlscale.rl.adapte
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from rlscale.argparsing import OneLineParser
+from rlscale.manifest import MANIFEST_NAME, InvalidManifest, RunManifest, read_checkpoint_manifest, run_directory_of
 from rlscale.rl import LIBRARIES
 
 if TYPE_CHECKING:
@@ -17,8 +17,6 @@ if TYPE_CHECKING:
 
     from rlscale.rl.adapter import EvaluatingAdapter
     from rlscale.tasks.base import VecTask
-
-MANIFEST = "manifest.json"
 
 
 def parse_command(text: str) -> tuple[float, float, float]:
@@ -42,42 +40,28 @@ def checked_arguments(command_line: OneLineParser, argv: list[str], refusal: Cal
     return args
 
 
-def run_directory(checkpoint: Path) -> Path | None:
-    """The run directory of a checkpoint, the folder of its ``manifest.json``: the checkpoint's own (rsl_rl's) or
-    the one above (rl_games' ``nn/``, skrl's ``checkpoints/``); None when neither has a manifest."""
-    for folder in (checkpoint.parent, checkpoint.parent.parent):
-        if (folder / MANIFEST).is_file():
-            return folder
-    return None
-
-
-def read_manifest(checkpoint: Path) -> dict[str, Any]:
-    """The manifest of the run directory that holds ``checkpoint`` (found by :func:`checkpoint_refusal`)."""
-    run_dir = run_directory(checkpoint)
-    if run_dir is None:
-        raise FileNotFoundError(f"{checkpoint}: no {MANIFEST} beside it or in the folder above")
-    return json.loads((run_dir / MANIFEST).read_text())
-
-
 def checkpoint_refusal(checkpoint: Path, command: str) -> str | None:
     """One line for a checkpoint that ``rlscale <command>`` cannot load, or None when it can: a missing file, no run
-    manifest beside it, a library whose adapter gives no deterministic policy, or a task that is no longer registered
-    or lacks what it needs (an extra)."""
+    manifest beside it or one that does not match its schema, a library whose adapter gives no deterministic policy,
+    or a task that is no longer registered or lacks what it needs (an extra)."""
     from rlscale.tasks import UnknownTaskError, get_spec
 
     if not checkpoint.is_file():
         return f"--checkpoint {checkpoint}: no such file"
-    if run_directory(checkpoint) is None:
+    if run_directory_of(checkpoint) is None:
         return (
-            f"--checkpoint {checkpoint}: no {MANIFEST} beside it or in the folder above (is it in an rlscale run "
+            f"--checkpoint {checkpoint}: no {MANIFEST_NAME} beside it or in the folder above (is it in an rlscale run "
             "directory?)"
         )
-    run_args = read_manifest(checkpoint)["args"]
-    loadable = [name for name, library in LIBRARIES.items() if library.evaluates]
-    if run_args["rl_library"] not in loadable:
-        return f"--checkpoint: {command} loads {', '.join(loadable)} checkpoints, not {run_args['rl_library']}"
     try:
-        spec = get_spec(run_args["task"])
+        run_args = read_checkpoint_manifest(checkpoint).args
+    except InvalidManifest as error:
+        return f"--checkpoint {checkpoint}: {error}"
+    loadable = [name for name, library in LIBRARIES.items() if library.evaluates]
+    if run_args.rl_library not in loadable:
+        return f"--checkpoint: {command} loads {', '.join(loadable)} checkpoints, not {run_args.rl_library}"
+    try:
+        spec = get_spec(run_args.task)
         if spec.check_available is not None:
             spec.check_available()
     except (UnknownTaskError, ImportError) as error:
@@ -94,7 +78,7 @@ def is_velocity_task(task_id: str) -> bool:
 
 
 def task_and_policy(
-    manifest: dict[str, Any], checkpoint: Path, device: str, cuda_graph: bool = False, **overrides: Any
+    manifest: RunManifest, checkpoint: Path, device: str, cuda_graph: bool = False, **overrides: Any
 ) -> tuple[VecTask, Callable[[dict], torch.Tensor]]:
     """The run's task on ``device``, built with the run's env overrides and then ``overrides`` (its step replayed as
     one CUDA graph where ``cuda_graph`` and the task allow), and the checkpoint's deterministic policy, a function of
@@ -102,9 +86,9 @@ def task_and_policy(
     from rlscale.rl import load_adapter
     from rlscale.tasks.graph import build_task
 
-    run_args = manifest["args"]
-    task_cfg = run_args["env_overrides"] | overrides | {"device": device}
-    task = build_task(run_args["task"], cuda_graph=cuda_graph, **task_cfg)
-    adapter = cast("EvaluatingAdapter", load_adapter(run_args["rl_library"]))
-    policy = adapter.inference_policy(task, manifest["agent_cfg"], checkpoint, device, run_args["ml_framework"])
+    run_args = manifest.args
+    task_cfg = {**run_args.env_overrides, **overrides, "device": device}
+    task = build_task(run_args.task, cuda_graph=cuda_graph, **task_cfg)
+    adapter = cast("EvaluatingAdapter", load_adapter(run_args.rl_library))
+    policy = adapter.inference_policy(task, dict(manifest.agent_cfg), checkpoint, device, run_args.ml_framework)
     return task, policy

@@ -18,14 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from rlscale.argparsing import OneLineParser
+from rlscale.manifest import RunManifest, read_checkpoint_manifest, run_directory_of
 from rlscale.paths import unwritable_reason
 from rlscale.run.checkpoint_policy import (
     checked_arguments,
     checkpoint_refusal,
     is_velocity_task,
     parse_command,
-    read_manifest,
-    run_directory,
     task_and_policy,
 )
 
@@ -62,7 +61,7 @@ def parser() -> OneLineParser:
 
 def main(argv: list[str]) -> int:
     args = checked_arguments(parser(), argv, _refusal)
-    manifest = read_manifest(args.checkpoint[0])
+    manifest = read_checkpoint_manifest(args.checkpoint[0])
     for results in evaluate(manifest, args):
         print(json.dumps({"checkpoint": results["checkpoint"], **results["summary"]}, indent=2))
         if args.output is not None:
@@ -77,13 +76,13 @@ def _refusal(args: Any) -> str | None:
         unloadable = checkpoint_refusal(checkpoint, "evaluate")
         if unloadable:
             return unloadable
-    run_dirs = {run_directory(checkpoint.resolve()) for checkpoint in args.checkpoint}
+    run_dirs = {run_directory_of(checkpoint.resolve()) for checkpoint in args.checkpoint}
     if len(run_dirs) > 1:
         return f"--checkpoint: the checkpoints must be of one run directory, not {len(run_dirs)}"
     several = len(set(args.checkpoint)) > 1
     if several and args.output is not None and CHECKPOINT_FIELD not in str(args.output):
         return f"--output {args.output}: with several checkpoints it needs {CHECKPOINT_FIELD} (each one's file name)"
-    task_id = read_manifest(args.checkpoint[0])["args"]["task"]
+    task_id = read_checkpoint_manifest(args.checkpoint[0]).args.task
     if not is_velocity_task(task_id):
         return f"--checkpoint: evaluate measures velocity tracking; {task_id} is no velocity task"
     unwritable = args.output is not None and unwritable_reason(args.output.parent)
@@ -97,20 +96,20 @@ def _refusal(args: Any) -> str | None:
     return None
 
 
-def evaluate(manifest: dict[str, Any], args: Any) -> Iterator[dict[str, Any]]:
+def evaluate(manifest: RunManifest, args: Any) -> Iterator[dict[str, Any]]:
     """Each of ``args.checkpoint``'s results, in order. Each gets a task of its own, as in a process of its own (the
     same resets from the same seed); only the first builds compile its step."""
     for checkpoint in args.checkpoint:
         yield _evaluate_one(manifest, checkpoint, args)
 
 
-def _evaluate_one(manifest: dict[str, Any], checkpoint: Path, args: Any) -> dict[str, Any]:
+def _evaluate_one(manifest: RunManifest, checkpoint: Path, args: Any) -> dict[str, Any]:
     import torch
 
     from rlscale.tasks.graph import unwrapped
     from rlscale.tasks.locomotion.cfg import EVALUATION_COMMANDS, EVALUATION_OVERRIDES
 
-    run_args = manifest["args"]
+    run_args = manifest.args
     overrides = EVALUATION_OVERRIDES | {"num_envs": args.num_envs, "seed": args.seed}
     # The step replayed as one CUDA graph, as in training: eager, a robot's step is hundreds of kernel launches.
     task, policy = task_and_policy(manifest, checkpoint, args.device, cuda_graph=True, **overrides)
@@ -141,8 +140,8 @@ def _evaluate_one(manifest: dict[str, Any], checkpoint: Path, args: Any) -> dict
         mine = (env_command == index).to(args.device)
         per_command.append(_summary(errors[mine], fell[mine], command=command))
     return {
-        "task": run_args["task"],
-        "rl_library": run_args["rl_library"],
+        "task": run_args.task,
+        "rl_library": run_args.rl_library,
         "checkpoint": str(checkpoint),
         "num_envs": args.num_envs,
         "seed": args.seed,

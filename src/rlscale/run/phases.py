@@ -39,8 +39,8 @@ class TrainingOutcome:
     context: TrainContext
     """What the library was given: this rank, its torch device, the base seed, the iterations requested in this
     invocation and this rank's run directory."""
-    manifest: dict[str, Any]
-    """The data of ``manifest.json`` as last written."""
+    manifest: Manifest
+    """The run's ``manifest.json``, whose :meth:`~rlscale.manifest.Manifest.recorded` is the version last written."""
     records: list[IterationRecord] = field(default_factory=list)
     """Per-iteration timing and episode statistics, in order (those finished before an interrupt)."""
     num_envs: int | None = None
@@ -204,7 +204,7 @@ def prepare(spec: RunSpec) -> _Run:
     # start together, so none has made a folder yet, and each one's take-back (discard_run_directory) reaches as high,
     # whichever rank is out last.
     created = next((folder for folder in reversed((log_dir, *log_dir.parents)) if not folder.exists()), None)
-    from rlscale.manifest import Continued, Manifest, Segment, continued_run, device_description
+    from rlscale.manifest import MANIFEST_NAME, Continued, Manifest, Segment, continued_run, device_description
     from rlscale.rl import load_adapter
     from rlscale.rl.common import TrainContext
     from rlscale.rl.dist_compat import use_collective_timeout, use_gloo_for_cpu_ranks
@@ -228,13 +228,13 @@ def prepare(spec: RunSpec) -> _Run:
         start = adapter.checkpoint_iteration(resume, agent_cfg) if resume else 0
     # A continued run keeps the segments and iterations its manifest recorded; each rank keeps those of the
     # invocations it ran in.
-    continued = continued_run(log_dir / "manifest.json", start) if spec.resume == AUTO else Continued()
+    continued = continued_run(log_dir / MANIFEST_NAME, start) if spec.resume == AUTO else Continued()
     tracker = tracker_run(spec, rank, log_dir, seed)
     segment = Segment.starting_now(rank.world_size, spec.num_envs, start)
     if continued.segments and rank.is_main:
         report_elastic(continued.segments[-1], segment)
     manifest = Manifest(
-        log_dir / "manifest.json",
+        log_dir / MANIFEST_NAME,
         segment,
         continued,
         args=spec.manifest_args(),
@@ -265,7 +265,7 @@ def prepare(spec: RunSpec) -> _Run:
         tracker=tracker,
     )
     outcome = TrainingOutcome(
-        status="interrupted", context=context, manifest=manifest.data, steps_per_env=adapter.rollout_length(agent_cfg)
+        status="interrupted", context=context, manifest=manifest, steps_per_env=adapter.rollout_length(agent_cfg)
     )
     return _Run(spec, adapter, start, manifest, outcome, fault_from_environment(), started, created)
 

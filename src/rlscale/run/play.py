@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from rlscale.argparsing import OneLineParser
+from rlscale.manifest import RunManifest, read_checkpoint_manifest
 from rlscale.run.checkpoint_policy import (
     checked_arguments,
     checkpoint_refusal,
     is_velocity_task,
     parse_command,
-    read_manifest,
     task_and_policy,
 )
 from rlscale.tasks.mjx import CAMERA_VIEWS
@@ -77,7 +77,7 @@ def parser() -> OneLineParser:
 
 def main(argv: list[str]) -> int:
     args = checked_arguments(parser(), argv, _refusal)
-    play(read_manifest(args.checkpoint), args)
+    play(read_checkpoint_manifest(args.checkpoint), args)
     return 0
 
 
@@ -95,7 +95,7 @@ def _refusal(args: Any) -> str | None:
             return f"--{name} {getattr(args, name)}: must be at least 1"
     if args.seed < 0:
         return f"--seed {args.seed}: must be >= 0"
-    task_id = read_manifest(args.checkpoint)["args"]["task"]
+    task_id = read_checkpoint_manifest(args.checkpoint).args.task
     if args.command is not None and not is_velocity_task(task_id):
         return f"--command: {task_id} takes no velocity command"
     if args.video is None:
@@ -127,13 +127,13 @@ def _video_refusal(args: Any) -> str | None:
     return gl_refusal()
 
 
-def play(manifest: dict[str, Any], args: Any) -> None:
+def play(manifest: RunManifest, args: Any) -> None:
     """Run the policy ``args.steps`` steps; print each episode that ends, and a summary; write the video."""
     import torch
 
     from rlscale.tasks.locomotion.cfg import EVALUATION_OVERRIDES
 
-    task_id = manifest["args"]["task"]
+    task_id = manifest.args.task
     velocity = is_velocity_task(task_id)
     overrides = (EVALUATION_OVERRIDES if velocity else {}) | {"num_envs": args.num_envs, "seed": args.seed}
     task, policy = task_and_policy(manifest, args.checkpoint, args.device, **overrides)

@@ -316,7 +316,8 @@ def resolve_device(parser: argparse.ArgumentParser, requested: str | None) -> De
 def _check_checkpoint(
     parser: argparse.ArgumentParser, path: Path, ml_framework: str, task_id: str, rl_library: str, agent_cfg: dict
 ) -> None:
-    from rlscale.rl.checkpoint_fit import CheckpointMismatch, check_checkpoint_fits
+    from rlscale.manifest import InvalidManifest, read_checkpoint_manifest, run_directory_of
+    from rlscale.rl.checkpoint_fit import CheckpointMismatch, WritingRun, check_checkpoint_fits
     from rlscale.rl.common import check_weights_only
 
     if path.is_dir():
@@ -334,7 +335,14 @@ def _check_checkpoint(
             f"--resume {path}: cannot be loaded as weights only ({cause}: damaged, or pickles more than tensors); "
             "pass a checkpoint that the library wrote (model_<iteration>.pt, agent_<timestep>.pt|.pickle)"
         )
+    writing_run = None
+    if run_directory_of(path) is not None:
+        try:
+            manifest = read_checkpoint_manifest(path)
+        except InvalidManifest as error:
+            parser.error(f"--resume {path}: {error}")
+        writing_run = WritingRun(manifest.args.task, manifest.args.rl_library, manifest.agent_cfg)
     try:
-        check_checkpoint_fits(path, state, task_id, rl_library, agent_cfg)
+        check_checkpoint_fits(state, task_id, rl_library, agent_cfg, writing_run)
     except CheckpointMismatch as error:
         parser.error(f"--resume {path}: {error}")

@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlscale.dist import RUN_TIMESTAMP_ENV, RankInfo
-from rlscale.manifest import tracker_id_of
+from rlscale.manifest import MANIFEST_NAME, run_directory_of, tracker_id_of
 from rlscale.resume import AUTO, newest_loadable, run_to_continue
 from rlscale.rl import LIBRARIES
 from rlscale.rl.tracking import DEFAULT_PROJECT, TrackerRun, new_run_id
-from rlscale.run import checkpoint_policy
 from rlscale.run.spec import RunSpec
 
 if TYPE_CHECKING:
@@ -94,9 +93,9 @@ def tracker_run(spec: RunSpec, rank: RankInfo, run_dir: Path, seed: int) -> Trac
     if spec.logger == "tensorboard" or not rank.is_main:
         return None
     if spec.resume == AUTO:
-        continued = tracker_id_of(run_dir / checkpoint_policy.MANIFEST)
-    elif spec.resume_path is not None and (folder := checkpoint_policy.run_directory(spec.resume_path)) is not None:
-        continued = tracker_id_of(folder / checkpoint_policy.MANIFEST)
+        continued = tracker_id_of(run_dir / MANIFEST_NAME)
+    elif spec.resume_path is not None and (folder := run_directory_of(spec.resume_path)) is not None:
+        continued = tracker_id_of(folder / MANIFEST_NAME)
     else:
         continued = None
     library = spec.rl_library if spec.ml_framework == "torch" else f"{spec.rl_library}_{spec.ml_framework}"

@@ -26,11 +26,11 @@ def main(argv: list[str] | None = None) -> int:
     if outcome.status == "completed" and outcome.context.rank.is_main:
         from rlscale.rl.progress import episode_statistic  # imports torch, which must wait for the GPU's isolation
 
-        digests = outcome.manifest["rank_param_digests"]
+        recorded = outcome.manifest.recorded()
         print(
             f"[rlscale] completed {outcome.result.iterations_completed} iterations in {outcome.wall_time_s:.1f}s; "
-            f"mean episode length {episode_statistic(outcome.manifest['final_mean_episode_length'], 1)}; "
-            f"ranks in sync ({len(digests)}); run directory {outcome.context.log_dir}"
+            f"mean episode length {episode_statistic(recorded.final_mean_episode_length, 1)}; "
+            f"ranks in sync ({len(recorded.rank_param_digests)}); run directory {outcome.context.log_dir}"
         )
     return outcome.exit_code
 

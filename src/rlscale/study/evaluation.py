@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rlscale.manifest import MANIFEST_NAME, RunManifest, run_directory_of
+
 
 def evaluated_tasks(tasks: Iterable[str]) -> list[str]:
     """The tasks, in order, that define an evaluation (imports each task's config class, and so torch)."""
@@ -24,7 +26,7 @@ def evaluation_path(study: str, record: str, stage: str) -> str:
     """Where the evaluation of a run goes: its record's path, moved from ``results/<study>/<stage>/`` to
     ``results/<study>/evaluate/<stage>/`` (a train run's ``.../ws2/manifest.json`` becomes ``.../ws2.json``)."""
     relative = Path(record).relative_to(Path("results", study, stage))
-    if relative.name == "manifest.json":
+    if relative.name == MANIFEST_NAME:
         relative = relative.parent.with_suffix(".json")
     return str(Path("results", study, "evaluate", stage, relative))
 
@@ -69,33 +71,32 @@ def evaluation_cells(
     return cells
 
 
-def run_checkpoints(manifest: Mapping, every: bool) -> list[tuple[int, Path]]:
+def run_checkpoints(manifest: RunManifest, every: bool) -> list[tuple[int, Path]]:
     """The checkpoints of a run to evaluate, each with the iterations it had finished, in order: the final one, or
     with ``every`` each the run saved (one per iteration count; its library's adapter finds them).
 
     Raises:
         ValueError: If the run recorded no final checkpoint.
     """
-    if not manifest.get("checkpoint"):
+    final, completed = manifest.checkpoint, manifest.iterations_completed
+    if final is None or completed is None:
         raise ValueError("the run's manifest records no final checkpoint")
-    final = Path(manifest["checkpoint"])
     if not every:
-        return [(int(manifest["iterations_completed"]), final)]
+        return [(completed, final)]
     from rlscale.rl import load_adapter
-    from rlscale.run.checkpoint_policy import run_directory
 
-    args, run_dir = manifest["args"], run_directory(final)
+    args, run_dir = manifest.args, run_directory_of(final)
     if run_dir is None:
         raise ValueError(f"no run manifest beside the final checkpoint {final} or in the folder above")
-    found = load_adapter(args["rl_library"]).find_checkpoints(run_dir, manifest["agent_cfg"], args["ml_framework"])
+    found = load_adapter(args.rl_library).find_checkpoints(run_dir, dict(manifest.agent_cfg), args.ml_framework)
     by_iteration = {iterations: path for iterations, path in sorted(found) if path.resolve() != final.resolve()}
-    by_iteration[int(manifest["iterations_completed"])] = final
+    by_iteration[completed] = final
     return sorted(by_iteration.items())
 
 
-def env_steps_at(manifest: Mapping, iterations: int) -> int | None:
+def env_steps_at(manifest: RunManifest, iterations: int) -> int | None:
     """Global env steps the run had collected after ``iterations`` iterations (None if it did not record them)."""
-    for record in manifest.get("iterations") or []:
-        if record.get("iteration") == iterations - 1:
-            return record.get("env_steps")
+    for record in manifest.iterations:
+        if record.iteration == iterations - 1:
+            return record.env_steps
     return None

@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from rlscale.manifest import RecordedIteration, RunManifest
+
 GROUP = ["task", "rl_library", "variant", "lr_scaling", "normalizer_sync", "world_size"]
 """Columns of one row of ``parity.csv``: the runs (seeds) of one cell."""
 PAIR = ["task", "rl_library"]
@@ -39,14 +41,12 @@ REACHED, NOT_REACHED = "reached", "not reached"
 """``outcome`` of a world size whose median run reached the target within the budget, and of one whose did not."""
 
 
-def metric_values(iterations: Sequence[Mapping], metric: str) -> list[float]:
+def metric_values(iterations: Sequence[RecordedIteration], metric: str) -> list[float]:
     """Each iteration's value of a target metric: a record field, or one of its task ``metrics`` (NaN if absent)."""
-    if metric in ("mean_return", "mean_episode_length"):
-        return [float(record[metric]) for record in iterations]
-    return [float((record.get("metrics") or {}).get(metric, math.nan)) for record in iterations]
+    return [record.value(metric) for record in iterations]
 
 
-def best_value(iterations: Sequence[Mapping], metric: str, direction: str = "at_least") -> float:
+def best_value(iterations: Sequence[RecordedIteration], metric: str, direction: str = "at_least") -> float:
     """How far a run got: its metric's highest value (``direction`` ``at_most``: lowest) over its iterations, NaN when
     no iteration has one (no episode ever ended)."""
     values = [value for value in metric_values(iterations, metric) if not math.isnan(value)]
@@ -56,7 +56,7 @@ def best_value(iterations: Sequence[Mapping], metric: str, direction: str = "at_
 
 
 def first_crossing(
-    iterations: Sequence[Mapping], metric: str, target: float, direction: str = "at_least"
+    iterations: Sequence[RecordedIteration], metric: str, target: float, direction: str = "at_least"
 ) -> tuple[float, float]:
     """Global env steps and wall time (s) at the end of the first iteration whose metric is at least ``target``
     (``direction`` ``at_most``: at most, for an error); ``(inf, inf)`` when none is (NaN, before any episode ended,
@@ -64,41 +64,46 @@ def first_crossing(
     reached = (lambda value: value >= target) if direction == "at_least" else (lambda value: value <= target)
     for record, value in zip(iterations, metric_values(iterations, metric), strict=True):
         if reached(value):
-            return float(record["env_steps"]), float(record["elapsed_s"])
+            return _recorded(record.env_steps), _recorded(record.elapsed_s)
     return math.inf, math.inf
 
 
-def return_at(iterations: Sequence[Mapping], env_steps: float) -> float:
+def return_at(iterations: Sequence[RecordedIteration], env_steps: float) -> float:
     """Mean return of the last iteration that ended at or before ``env_steps`` global env steps (NaN if none)."""
-    reached = [record["mean_return"] for record in iterations if record["env_steps"] <= env_steps]
-    return float(reached[-1]) if reached else math.nan
+    reached = [record.mean_return for record in iterations if _recorded(record.env_steps) <= env_steps]
+    return reached[-1] if reached else math.nan
 
 
-def run_record(manifest: Mapping, cell: Mapping, checkpoints: Sequence[float], path: str = "") -> dict:
+def _recorded(value: float | None) -> float:
+    """A record's env steps or elapsed time as a float (NaN where an older manifest did not record it)."""
+    return math.nan if value is None else float(value)
+
+
+def run_record(manifest: RunManifest, cell: Mapping, checkpoints: Sequence[float], path: str = "") -> dict:
     """One row of ``parity_runs.csv`` from a run's manifest and the cell it was filed under.
 
     Raises:
         ValueError: for a run that did not complete, or one that is not the cell's run (task, library, world size,
             seed, env count or knobs differ): its numbers would answer another question.
     """
-    if manifest.get("status") != "completed":
-        raise ValueError(f"{path}: parity run status {manifest.get('status')!r}, not completed; rerun it")
-    args = manifest.get("args") or {}
+    if manifest.status != "completed":
+        raise ValueError(f"{path}: parity run status {manifest.status!r}, not completed; rerun it")
+    args = manifest.args
     ran = {
-        "task": args.get("task"),
-        "rl_library": args.get("rl_library"),
-        "world_size": manifest.get("world_size"),
-        "seed": args.get("seed"),
-        "num_envs_per_rank": manifest.get("num_envs"),
-        "lr_scaling": args.get("lr_scaling", "none"),
-        "normalizer_sync": bool(args.get("normalizer_sync", False)),
+        "task": args.task,
+        "rl_library": args.rl_library,
+        "world_size": manifest.world_size,
+        "seed": args.seed,
+        "num_envs_per_rank": manifest.num_envs,
+        "lr_scaling": args.lr_scaling,
+        "normalizer_sync": args.normalizer_sync,
     }
     for key, value in ran.items():
         if value != cell[key]:
             raise ValueError(f"{path}: the run has {key}={value!r} but is filed under {key}={cell[key]!r}")
-    iterations = manifest["iterations"]
+    iterations = manifest.iterations
     env_steps, wall_time = first_crossing(iterations, cell["metric"], cell["target"], cell["direction"])
-    last = iterations[-1] if iterations else {}
+    last = iterations[-1] if iterations else None
     return {
         **{
             key: cell[key]
@@ -109,8 +114,8 @@ def run_record(manifest: Mapping, cell: Mapping, checkpoints: Sequence[float], p
         "wall_time_to_target_s": wall_time,
         "best_value": best_value(iterations, cell["metric"], cell["direction"]),
         "iterations": len(iterations),
-        "env_steps": last.get("env_steps"),
-        "wall_time_s": last.get("elapsed_s"),
+        "env_steps": None if last is None else last.env_steps,
+        "wall_time_s": None if last is None else last.elapsed_s,
         **{
             f"return_at_{fraction:g}": return_at(iterations, fraction * cell["max_env_steps"])
             for fraction in checkpoints
@@ -118,7 +123,7 @@ def run_record(manifest: Mapping, cell: Mapping, checkpoints: Sequence[float], p
     }
 
 
-def run_table(manifests: Sequence[Mapping], cells: Sequence[Mapping], checkpoints: Sequence[float]) -> pd.DataFrame:
+def run_table(manifests: Sequence[RunManifest], cells: Sequence[Mapping], checkpoints: Sequence[float]) -> pd.DataFrame:
     """``parity_runs.csv``: one row per run (see :func:`run_record`)."""
     rows = [
         run_record(manifest, cell, checkpoints, cell.get("path", ""))
@@ -210,18 +215,18 @@ CURVE_COLUMNS = ["task", "rl_library", "variant", "world_size", "seed", "metric"
 """Columns of :func:`curve_frame`."""
 
 
-def curve_frame(manifests: Sequence[Mapping], cells: Sequence[Mapping]) -> pd.DataFrame:
+def curve_frame(manifests: Sequence[RunManifest], cells: Sequence[Mapping]) -> pd.DataFrame:
     """Every run's value of its target's metric per iteration (``value``, NaN before an episode ended) against
     global env steps and wall time, one row per iteration."""
     rows = []
     for manifest, cell in zip(manifests, cells, strict=True):
-        iterations = manifest["iterations"]
+        iterations = manifest.iterations
         for record, value in zip(iterations, metric_values(iterations, cell["metric"]), strict=True):
             rows.append(
                 {
                     **{key: cell[key] for key in ("task", "rl_library", "variant", "world_size", "seed", "metric")},
-                    "env_steps": record["env_steps"],
-                    "elapsed_s": record["elapsed_s"],
+                    "env_steps": record.env_steps,
+                    "elapsed_s": record.elapsed_s,
                     "value": value,
                 }
             )

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from rlscale.launch.ranks import NodeSplit
+from rlscale.manifest import MANIFEST_NAME, InvalidManifest, read_manifest
 from rlscale.study.evaluation import env_steps_at, run_checkpoints
 from rlscale.study.job_args import JobCell
 from rlscale.study.job_runner import GRANT_EXIT_CODE, launch, rlscale_command, run_leased, run_multinode
@@ -29,7 +30,7 @@ JOB_RECORD = "job.json"
 
 def find_manifest(run_root: Path) -> Path | None:
     """Return the newest rank-0 ``manifest.json`` under ``run_root`` (other ranks write theirs in ``rank_<r>/``)."""
-    found = [path for path in Path(run_root).rglob("manifest.json") if not path.parent.name.startswith("rank_")]
+    found = [path for path in Path(run_root).rglob(MANIFEST_NAME) if not path.parent.name.startswith("rank_")]
     return max(found, key=lambda path: path.stat().st_mtime, default=None)
 
 
@@ -37,7 +38,7 @@ def collect_manifest(run_root: Path, output: Path) -> int:
     """Copy the training run's rank-0 manifest to ``output``; 1 if the run left none."""
     manifest = find_manifest(run_root)
     if manifest is None:
-        print(f"[study] ERROR: no manifest.json under {run_root}", file=sys.stderr)
+        print(f"[study] ERROR: no {MANIFEST_NAME} under {run_root}", file=sys.stderr)
         return 1
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(manifest, output)
@@ -88,7 +89,12 @@ def validate(cell: JobCell, *, iterations: int, gpus: int, granted: int, run_roo
         return code
     path = find_manifest(run_root)
     metric = parity_metric(str(cell.task), os.environ)
-    verdict = validation_verdict(json.loads(path.read_text()) if path else None, iterations, code, metric)
+    try:
+        manifest = read_manifest(path) if path else None
+    except InvalidManifest as error:
+        print(f"[study] ERROR: validation failed: {error}", file=sys.stderr)
+        return code or 1
+    verdict = validation_verdict(manifest, iterations, code, metric)
     print(json.dumps(verdict, indent=2), file=sys.stderr)
     if not verdict["ok"]:
         print(f"[study] ERROR: validation failed: {'; '.join(verdict['reasons'])}", file=sys.stderr)
@@ -248,7 +254,11 @@ def evaluate(cell: JobCell, *, record: Path, every_checkpoint: bool, granted: in
     The cell's arguments are ``rlscale evaluate``'s own (``--num_envs``, ``--seed``); ``output`` is written only when
     every checkpoint was evaluated.
     """
-    manifest = json.loads(Path(record).read_text())
+    try:
+        manifest = read_manifest(Path(record))
+    except InvalidManifest as error:
+        print(f"[study] ERROR: {error}", file=sys.stderr)
+        return 1
     try:
         checkpoints = run_checkpoints(manifest, every_checkpoint)
     except ValueError as error:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -12,6 +11,7 @@ import pandas as pd
 
 from rlscale.benchmark.stats import CONFIDENCE
 from rlscale.benchmark.workflow import PHASES as STARTUP_PHASES
+from rlscale.manifest import read_manifest
 from rlscale.study.aggregate import bundle_record, library_label, load_bundles, read_bundle, scaling_table
 from rlscale.study.evaluation_table import RunEvaluation, evaluation_table, read_evaluation
 from rlscale.study.job_times import read_job_times, timing_markdown
@@ -339,7 +339,7 @@ def write_study_outputs(
     table.to_csv(scaling_csv, index=False)
     device_label = "CPU ranks" if device == "cpu" else "GPUs"
     plot_scaling(table, Path(throughput_plot), Path(efficiency_plot), device_label)
-    manifests = [json.loads(Path(path).read_text()) for path in train_manifests]
+    manifests = [read_manifest(Path(path)) for path in train_manifests]
     plot_learning_curves(train_curves(manifests, train_cells), Path(learning_plot))
     others = other_bundles_table([read_bundle(path) for path in other_bundles])
     figures = [str(throughput_plot), str(efficiency_plot), str(learning_plot)]
@@ -382,7 +382,7 @@ def write_parity_outputs(
     Returns:
         The table per world size.
     """
-    manifests = [json.loads(Path(path).read_text()) for path in records]
+    manifests = [read_manifest(Path(path)) for path in records]
     cells = [{**cell, "path": str(path)} for cell, path in zip(cells, records, strict=True)]
     runs = run_table(manifests, cells, checkpoints)
     table = parity_table(runs, tolerance)

@@ -8,12 +8,11 @@ A train run's record is its rank-0 manifest, whose ``iterations`` hold every ite
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from rlscale.manifest import segments_of
+from rlscale.manifest import RunManifest
 
 CURVE_COLUMNS = [
     *("task", "rl_library", "ml_framework", "num_envs_per_rank", "world_size", "seed", "start_iteration"),
@@ -22,30 +21,30 @@ CURVE_COLUMNS = [
 """Columns of :func:`train_curves`."""
 
 
-def train_table(manifests: Sequence[Mapping], cells: Sequence[Mapping]) -> pd.DataFrame:
+def train_table(manifests: Sequence[RunManifest], cells: Sequence[Mapping]) -> pd.DataFrame:
     """One row per ``train`` run: its final return and episode length, where its checkpoint is, and what all its
     segments (the run and each resume of it) took: their count, the iterations they trained and their wall time
     (None when one ended without recording its own, killed, or the manifest records no segments)."""
     rows = []
     for manifest, cell in zip(manifests, cells, strict=True):
-        segments = segments_of(manifest)
+        segments = manifest.segments
         wall_times = [segment.wall_time_s for segment in segments]
         rows.append(
             {
                 **cell,
-                "iterations": manifest.get("iterations_completed"),
+                "iterations": manifest.iterations_completed,
                 "segments": len(segments),
                 "iterations_trained": sum(segment.iterations for segment in segments),
-                "final_mean_return": manifest.get("final_mean_return"),
-                "final_mean_episode_length": manifest.get("final_mean_episode_length"),
+                "final_mean_return": manifest.final_mean_return,
+                "final_mean_episode_length": manifest.final_mean_episode_length,
                 "wall_time_s": sum(wall_times) if segments and None not in wall_times else None,
-                "checkpoint": manifest.get("checkpoint"),
+                "checkpoint": None if manifest.checkpoint is None else str(manifest.checkpoint),
             }
         )
     return pd.DataFrame.from_records(rows)
 
 
-def train_curves(manifests: Sequence[Mapping], cells: Sequence[Mapping]) -> pd.DataFrame:
+def train_curves(manifests: Sequence[RunManifest], cells: Sequence[Mapping]) -> pd.DataFrame:
     """Every ``train`` run's mean return per iteration (NaN where no episode ended) against the global env steps
     collected since training started, one row per iteration.
 
@@ -56,23 +55,15 @@ def train_curves(manifests: Sequence[Mapping], cells: Sequence[Mapping]) -> pd.D
     """
     rows = []
     for manifest, cell in zip(manifests, cells, strict=True):
-        args = manifest.get("args") or {}
         run = {
             "task": cell["task"],
             "rl_library": cell["library"],
-            "ml_framework": args.get("ml_framework") or "torch",
-            "num_envs_per_rank": manifest.get("num_envs"),
+            "ml_framework": manifest.args.ml_framework,
+            "num_envs_per_rank": manifest.num_envs,
             "world_size": cell["world_size"],
-            "seed": args.get("seed"),
-            "start_iteration": manifest.get("start_iteration") or 0,
+            "seed": manifest.args.seed,
+            "start_iteration": manifest.start_iteration,
         }
-        for record in manifest.get("iterations") or []:
-            value = record.get("mean_return")
-            rows.append(
-                {
-                    **run,
-                    "env_steps": record["env_steps"],
-                    "mean_return": math.nan if value is None else float(value),
-                }
-            )
+        for record in manifest.iterations:
+            rows.append({**run, "env_steps": record.env_steps, "mean_return": record.mean_return})
     return pd.DataFrame.from_records(rows, columns=CURVE_COLUMNS)

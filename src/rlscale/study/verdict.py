@@ -6,6 +6,8 @@ import json
 import math
 from collections.abc import Mapping
 
+from rlscale.manifest import RunManifest
+
 VALIDATION_CRITERION = (
     "the run exits 0; its manifest says status 'completed' after exactly the requested iterations; every "
     "iteration's mean return is finite or NaN (NaN: no episode ended in it), never infinite; and at least one is "
@@ -25,7 +27,9 @@ def parity_metric(task: str, environ: Mapping[str, str]) -> str | None:
     return json.loads(environ.get(PARITY_METRICS_ENV) or "{}").get(task)
 
 
-def validation_verdict(manifest: Mapping | None, iterations: int, exit_code: int, metric: str | None = None) -> dict:
+def validation_verdict(
+    manifest: RunManifest | None, iterations: int, exit_code: int, metric: str | None = None
+) -> dict:
     """Apply :data:`VALIDATION_CRITERION` to a finished ``rlscale train`` run; with ``metric`` (the task's parity
     target's), also refuse a ``Metrics/<name>`` the task does not log, before any parity run spends its budget on it.
 
@@ -43,19 +47,18 @@ def validation_verdict(manifest: Mapping | None, iterations: int, exit_code: int
         reasons.append(f"rlscale train exited {exit_code}")
     if manifest is None:
         reasons.append("the run left no manifest.json")
-        manifest = {}
-    elif manifest.get("status") != "completed":
-        reasons.append(f"manifest status is {manifest.get('status')!r}, not 'completed'")
-    if manifest and manifest.get("iterations_completed") != iterations:
-        reasons.append(f"{manifest.get('iterations_completed')} iterations completed, {iterations} requested")
-    returns = [record.get("mean_return") for record in manifest.get("iterations", [])]
-    returns = [math.nan if value is None else float(value) for value in returns]
+    else:
+        if manifest.status != "completed":
+            reasons.append(f"manifest status is {manifest.status!r}, not 'completed'")
+        if manifest.iterations_completed != iterations:
+            reasons.append(f"{manifest.iterations_completed} iterations completed, {iterations} requested")
+    records = manifest.iterations if manifest is not None else ()
+    returns = [record.mean_return for record in records]
     if any(math.isinf(value) for value in returns):
         reasons.append("an iteration's mean return is infinite")
-    if manifest and not any(math.isfinite(value) for value in returns):
+    if manifest is not None and not any(math.isfinite(value) for value in returns):
         reasons.append("no iteration has a finite mean return (no episode ever ended)")
-    records = manifest.get("iterations", [])
-    logged = sorted({key for record in records for key in record.get("metrics") or {}})
+    logged = sorted({key for record in records for key in record.metrics})
     if metric and metric.startswith("Metrics/") and records and metric not in logged:
         reasons.append(
             f"the parity target's metric {metric!r} is not among the task's log values "
@@ -67,9 +70,9 @@ def validation_verdict(manifest: Mapping | None, iterations: int, exit_code: int
         "ok": not reasons,
         "reasons": reasons,
         "criterion": VALIDATION_CRITERION,
-        "iterations_completed": manifest.get("iterations_completed"),
+        "iterations_completed": None if manifest is None else manifest.iterations_completed,
         "first_finite_return": finite[0] if finite else None,
         "last_finite_return": finite[-1] if finite else None,
-        "final_mean_episode_length": manifest.get("final_mean_episode_length"),
-        "wall_time_s": manifest.get("wall_time_s"),
+        "final_mean_episode_length": None if manifest is None else manifest.final_mean_episode_length,
+        "wall_time_s": None if manifest is None else manifest.wall_time_s,
     }
