@@ -1,14 +1,13 @@
 # rlscale scaling study: validate -> plan -> probe -> train / benchmark / parity -> evaluate -> aggregate.
 # Configure it in config/config.yaml; run it with `make study` (local, default profile) or with
 # `snakemake --profile config/profiles/slurm` on a cluster (docs/cluster.md).
-from snakemake.utils import min_version
-
-min_version("9.0")
+# Refuses a Snakemake outside the supported versions in one line, before anything else runs.
+from rlscale.study.snakemake_internals import configfiles_given
 
 
 # The project's study. A --configfile of the user's own replaces it (name it first to overlay it): loaded only
 # without one, so that Snakemake neither merges it under the user's file nor says it does (config/README.md).
-if not workflow.config_settings.configfiles:
+if not configfiles_given(workflow):
 
     configfile: "config/config.yaml"
 

@@ -240,7 +240,7 @@ class TestProfilesAndResources:
 
     def test_a_command_line_config_keeps_the_profiles(self, tmp_path):
         argv = ["/venv/bin/snakemake", "-n", "--profile", str(SLURM_PROFILE), "--config", "study=foo"]
-        command_line = read_command_line(argv, ROOT / "Snakefile")
+        command_line = read_command_line(argv, ROOT)
         profile, given = command_line.layers
         assert profile.values == {"device": "cuda", "cluster": "slurm"} and given.values == {"study": "foo"}
         dropped = profile_config_dropped(command_line.layers, given.values)  # what Snakemake's --config kept
@@ -252,7 +252,7 @@ class TestProfilesAndResources:
         assert (shown_path(SLURM_PROFILE / "profile.yaml"), "set-resources", "train:cpus_per_gpu=8") in (
             command_line.resources
         )
-        assert read_command_line(["/usr/bin/python", "-m", "pytest"], ROOT / "Snakefile").layers == []
+        assert read_command_line(["/usr/bin/python", "-m", "pytest"], ROOT).layers == []
 
     def test_the_dry_run_plans_the_profiles_cuda_study(self, tmp_path):
         """`--profile config/profiles/slurm --config study=foo` plans foo on the cluster's GPUs, says which profile

@@ -3,13 +3,16 @@ lines."""
 
 from __future__ import annotations
 
+import io
+import logging
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from snakemake_interface_logger_plugins.common import LogEvent
 
-from rlscale.study.time_left import TimeLeft, format_left
+from rlscale.study.time_left import TimeLeft, TimeLeftHandler, format_left
 
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,10 +52,21 @@ class TestEstimate:
         assert format_left(seconds) == f"time left: {text} (estimate from the finished jobs' times)"
 
 
+def test_a_record_it_cannot_read_ends_the_estimate_in_one_line():
+    """A Snakemake whose job records changed: one line saying so, then no estimate, and the run goes on."""
+    stream = io.StringIO()
+    handler = TimeLeftHandler(lambda record: True, stream=stream, clock=lambda: 0.0)
+    record = logging.LogRecord("snakemake", logging.INFO, __file__, 1, None, None, None)
+    record.event = LogEvent.JOB_INFO  # without its jobid and rule_name
+    handler.emit(record)
+    handler.emit(record)
+    [line] = stream.getvalue().splitlines()
+    assert line.startswith("time left: no estimate: Snakemake ") and "changed its job_info log record" in line
+
+
 SNAKEFILE = """
-from snakemake.logging import logger
 from rlscale.study.time_left import report_time_left
-report_time_left(logger)
+report_time_left()
 
 rule all:
     input: expand("out/{i}.txt", i=range(3))

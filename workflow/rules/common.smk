@@ -9,6 +9,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+# Snakemake's logger and WorkflowError: used directly, as workflows do (rlscale.study.snakemake_internals says why).
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
@@ -28,6 +29,12 @@ from rlscale.study.profiles import (
     profile_config_dropped,
     read_command_line,
 )
+from rlscale.study.snakemake_internals import (
+    append_config_args,
+    config_given,
+    configfiles_given,
+    gpu_limit,
+)
 from rlscale.study.time_left import report_time_left
 from rlscale.study.verdict import PARITY_METRICS_ENV
 
@@ -37,19 +44,16 @@ from rlscale.study.verdict import PARITY_METRICS_ENV
 # Rules read STUDY. A user's --configfile replaces config/config.yaml unless it is named first (the Snakefile).
 USER_CONFIG, CONFIG_SOURCE, CONFIG_BASE = study_config(
     config,
-    workflow.config_settings.configfiles,
+    configfiles_given(workflow),
     Path(workflow.basedir, "config", "config.yaml"),
 )
-COMMAND_LINE = read_command_line(sys.argv, Path(workflow.main_snakefile))
+COMMAND_LINE = read_command_line(sys.argv, Path(workflow.basedir))
 # Snakemake lets a --config on the command line replace a profile's whole config: list; the profile's other keys are
 # layered back under it, and handed to the jobs Snakemake spawns (a SLURM job parses this file again).
-DROPPED = profile_config_dropped(COMMAND_LINE.layers, workflow.config_settings.config)
+DROPPED = profile_config_dropped(COMMAND_LINE.layers, config_given(workflow))
 for key, layer in DROPPED.items():
     USER_CONFIG[key] = layer.values[key]
-    workflow.config_settings.config_args = [
-        *(workflow.config_settings.config_args or []),
-        layer.entries[key],
-    ]
+append_config_args(workflow, [layer.entries[key] for key, layer in DROPPED.items()])
 config.clear()
 config.update(USER_CONFIG)
 if CONFIG_SOURCE:
@@ -71,14 +75,13 @@ try:
         config,
         Path(workflow.basedir, "workflow", "schemas", "config.schema.yaml"),
         explicit=explicit_keys(
-            workflow.config_settings.configfiles,
+            configfiles_given(workflow),
             COMMAND_LINE.layers,
             Path(workflow.basedir, "config", "config.yaml"),
         ),
         base=CONFIG_BASE,
     )
-    # workflow.global_resources is undocumented (Resource objects in Snakemake 9); value None: no --resources gpu.
-    check_gpu_limit(STUDY, workflow.global_resources.get("gpu").value)
+    check_gpu_limit(STUDY, gpu_limit(workflow))
 except StudyConfigError as error:
     raise WorkflowError(str(error))
 
@@ -88,7 +91,7 @@ logger.info(STUDY["device_reason"])
 for line in plan_lines(STUDY):
     logger.info(line)
 # Under each progress line, an estimate of the time left (rlscale.study.time_left).
-report_time_left(logger)
+report_time_left()
 # Each validate job refuses a parity metric its task does not log (rlscale.study.verdict), told through the
 # environment its jobs inherit.
 os.environ[PARITY_METRICS_ENV] = json.dumps(

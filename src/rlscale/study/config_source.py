@@ -17,6 +17,7 @@ import yaml
 
 from rlscale.study.checks import DEFAULT_BASE
 from rlscale.study.profiles import ConfigLayer, shown_path
+from rlscale.study.snakemake_internals import load_config_file
 
 SCHEMA_BASE = "the schema's defaults"
 """Where a value nobody wrote comes from when a file of the user's replaces ``config/config.yaml``."""
@@ -59,12 +60,10 @@ def explicit_keys(configfiles: Sequence[Path], layers: Sequence[ConfigLayer], de
     """What the user wrote, and where: each dotted key of the ``--configfile`` files (but ``config/config.yaml``, the
     project's defaults), then of each profile's ``config:`` and of the ``--config`` values (``layers``), mapped to the
     last place that set it."""
-    from snakemake.common.configfile import load_configfile
-
     written: dict[str, str] = {}
     for path in configfiles:
         if Path(path).resolve() != default.resolve():
-            written.update(dict.fromkeys(_leaf_keys(load_configfile(str(path)) or {}), shown_path(path)))
+            written.update(dict.fromkeys(_leaf_keys(load_config_file(path)), shown_path(path)))
     for layer in layers:
         written.update(dict.fromkeys(_leaf_keys(layer.values), layer.source))
     return written

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import yaml
 
+from rlscale.study.snakemake_internals import parse_arguments, parse_config_entries, reads_as_size_or_time
+
 
 @dataclass(frozen=True)
 class ConfigLayer:
@@ -65,53 +67,27 @@ def _entries(value) -> list[str]:
 
 
 def _layer(source: str, entries: Sequence[str]) -> ConfigLayer:
-    from snakemake.cli import parse_config
-
-    values = parse_config(list(entries))
+    values = parse_config_entries(entries)
     return ConfigLayer(source, values, {entry.split("=", 1)[0]: entry for entry in entries})
 
 
-def profile_files(args, snakefile: Path) -> list[Path]:
-    """The YAML files of the profiles of parsed ``snakemake`` arguments, as Snakemake's ``parse_args`` finds them:
-    ``--profile`` (or ``$SNAKEMAKE_PROFILE``) in order, then the workflow profile."""
-    from snakemake.cli import get_profile_dir
-
-    names = [name for name in args.profile or [] if name != "none"]
-    if args.workflow_profile != "none":
-        given = Path(args.workflow_profile) if args.workflow_profile else None
-        if given is not None and given.is_file():
-            names.append(str(given))
-        else:
-            name = given or Path("default")
-            candidates = (name, Path("profiles") / name, snakefile.parent / "profiles" / name)
-            names += [str(path) for path in candidates if path.exists()][:1]
-    return [found[1] for found in map(get_profile_dir, names) if found is not None]
-
-
-def read_command_line(argv: Sequence[str], snakefile: Path) -> CommandLine:
-    """The layers and resource settings of ``argv`` (``sys.argv``); none when it is not a ``snakemake`` command line
-    (a job Snakemake spawned carries its ``--config`` and no profile)."""
+def read_command_line(argv: Sequence[str], workflow_dir: Path) -> CommandLine:
+    """The layers and resource settings of ``argv`` (``sys.argv``; ``workflow_dir``: the main Snakefile's folder,
+    where Snakemake looks for the workflow profile); none when it is not a ``snakemake`` command line (a job Snakemake
+    spawned carries its ``--config`` and no profile)."""
     program = Path(argv[0]) if argv else Path()
     if "snakemake" not in (program.name, program.parent.name):
         return CommandLine([], [])
-    from snakemake.cli import get_argument_parser
-
-    args, _ = get_argument_parser().parse_known_args(list(argv[1:]))  # the command line alone, without profiles
+    arguments = parse_arguments(argv[1:], workflow_dir)  # the command line alone, without profiles
     layers, resources = [], []
-    for path in profile_files(args, snakefile):
+    for path in arguments.profile_files:
         settings = yaml.safe_load(Path(path).read_text()) or {}
         if "config" in settings:
             layers.append(_layer(shown_path(path), _entries(settings["config"])))
         for option in RESOURCE_OPTIONS:
             resources += [(shown_path(path), option, entry) for entry in _entries(settings.get(option))]
-    layers.append(_layer("--config", args.config or []))
-    for option, parsed in (("set-resources", args.set_resources), ("default-resources", args.default_resources)):
-        for rule, items in (parsed or {}).items() if option == "set-resources" else [("", parsed or {})]:
-            resources += [
-                (f"--{option}", option, f"{rule + ':' if rule else ''}{resource.name}={resource.raw}")
-                for resource in items.values()
-                if resource.raw is not None
-            ]
+    layers.append(_layer("--config", arguments.config))
+    resources += [(f"--{option}", option, entry) for option, entry in arguments.resources]
     return CommandLine(layers, resources)
 
 
@@ -148,9 +124,6 @@ EXPRESSION_NAMES = {"threads", "attempt", "input", "wildcards", "min", "max", "r
 def _is_number(name: str, raw: str) -> bool:
     """Whether ``raw`` is a number of ``name``, a size or time Snakemake parses for it, or an expression it
     evaluates per job."""
-    from snakemake.exceptions import WorkflowError
-    from snakemake.resources import Resource
-
     text = raw.strip()
     try:
         tree = ast.parse(text, mode="eval").body
@@ -160,10 +133,7 @@ def _is_number(name: str, raw: str) -> bool:
         return isinstance(tree.value, int | float) and not isinstance(tree.value, bool) and tree.value >= 0
     if tree is not None and not {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)} - EXPRESSION_NAMES:
         return True
-    try:
-        return not isinstance(Resource.parse_human_friendly(name, text), str)
-    except WorkflowError:
-        return False
+    return reads_as_size_or_time(name, text)
 
 
 def check_resources(resources: Sequence[tuple[str, str, str]]) -> None:

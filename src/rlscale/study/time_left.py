@@ -1,7 +1,7 @@
 """The study's estimate of the time left, printed under each of Snakemake's progress lines.
 
-A logging handler on Snakemake's logger reads the events Snakemake publishes to every log handler: the job counts
-per rule (``RUN_INFO``), each job's start (``JOB_INFO``) and end (``JOB_FINISHED``), and the progress (``PROGRESS``).
+A logging handler on Snakemake's logger reads the events Snakemake publishes to every log handler
+(rlscale.study.snakemake_internals reads them): the job counts per rule, each job's start and end, and the progress.
 A job's expected time is the median time of its rule's finished jobs (while its rule has none, the longest such
 median: a rule not yet seen is more often a long one), counted from its start to its end as Snakemake saw them, lease
 waits included. The work left is the expected time of the jobs not yet started plus what remains of the running ones;
@@ -15,11 +15,20 @@ import logging
 import statistics
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from snakemake_interface_logger_plugins.common import LogEvent
+from rlscale.study.snakemake_internals import (
+    JobFinished,
+    JobStarted,
+    Progress,
+    RunPlanned,
+    UnsupportedSnakemake,
+    add_log_handler,
+    scheduler_event,
+    shown_on_console,
+)
 
 
 @dataclass
@@ -96,28 +105,32 @@ class TimeLeftHandler(logging.Handler):
         self.stream = stream
         self.clock = clock
         self.state = TimeLeft()
+        self.unreadable = False  # a record of a Snakemake whose records changed: no estimate from then on
 
     def emit(self, record: logging.LogRecord) -> None:
-        event = getattr(record, "event", None)
+        if self.unreadable:
+            return
+        try:
+            event = scheduler_event(record)
+        except UnsupportedSnakemake as error:  # the estimate is an aid: say why it stops, and let the run go on
+            self.unreadable = True
+            print(f"time left: no estimate: {error}", file=self.stream, flush=True)
+            return
         now = self.clock()
-        if event == LogEvent.RUN_INFO and isinstance(getattr(record, "stats", None), Mapping):
-            self.state.planned = {rule: int(count) for rule, count in record.stats.items() if rule != "total"}
-        elif event == LogEvent.JOB_INFO:
-            self.state.start(int(record.jobid), str(record.rule_name), now)
-        elif event == LogEvent.JOB_FINISHED:
-            self.state.finish(int(record.job_id), now)
-        elif event == LogEvent.PROGRESS and record.done < record.total and self.console(record):
-            print(format_left(self.state.seconds_left(now)), file=self.stream, flush=True)
+        match event:
+            case RunPlanned():
+                self.state.planned = dict(event.jobs_per_rule)
+            case JobStarted():
+                self.state.start(event.job_id, event.rule, now)
+            case JobFinished():
+                self.state.finish(event.job_id, now)
+            case Progress() if event.done < event.total and self.console(record):
+                print(format_left(self.state.seconds_left(now)), file=self.stream, flush=True)
 
 
-def report_time_left(logger: logging.Logger) -> TimeLeftHandler:
-    """Add a :class:`TimeLeftHandler` to Snakemake's ``logger``, after its console handler, so that the estimate
-    follows the progress line; shown where the console handler's filters show that line."""
-    console = list(logger.handlers)
-
-    def shown(record: logging.LogRecord) -> bool:
-        return any(handler.filter(record) for handler in console)
-
-    handler = TimeLeftHandler(shown)
-    logger.addHandler(handler)
+def report_time_left() -> TimeLeftHandler:
+    """Add a :class:`TimeLeftHandler` to Snakemake's logger, after its console handler, so that the estimate follows
+    the progress line; shown where the console handler's filters show that line."""
+    handler = TimeLeftHandler(shown_on_console())
+    add_log_handler(handler)
     return handler
