@@ -1,9 +1,8 @@
 # rlscale scaling study: validate -> plan -> probe -> train / benchmark / parity -> evaluate -> aggregate.
 # Configure it in config/config.yaml; run it with `make study` (local, default profile) or with
 # `snakemake --profile config/profiles/slurm` on a cluster (docs/cluster.md).
-# Refuses a Snakemake outside the supported versions in one line, before anything else runs.
+# Importing rlscale.study.snakemake_internals stops a Snakemake outside the supported versions, in one line.
 from rlscale.study.snakemake_internals import configfiles_given
-
 
 # The project's study. A --configfile of the user's own replaces it (name it first to overlay it): loaded only
 # without one, so that Snakemake neither merges it under the user's file nor says it does (config/README.md).

@@ -133,10 +133,10 @@ def parse_arguments(arguments: Sequence[str], workflow_dir: Path) -> SnakemakeAr
             name = given or Path("default")
             candidates = (name, Path("profiles") / name, workflow_dir / "profiles" / name)
             names += [str(path) for path in candidates if path.exists()][:1]
-    return SnakemakeArguments([path for path in map(profile_file, names) if path is not None], config, resources)
+    return SnakemakeArguments([path for path in map(_profile_file, names) if path is not None], config, resources)
 
 
-def profile_file(name: str) -> Path | None:
+def _profile_file(name: str) -> Path | None:
     """The YAML file of a profile (a folder, a file, or a name Snakemake looks up), as Snakemake picks it."""
     with _relying_on("its profile lookup (snakemake.cli.get_profile_dir)"):
         from snakemake.cli import get_profile_dir
@@ -256,8 +256,7 @@ def scheduler_event(record: logging.LogRecord) -> SchedulerEvent | None:
 
 def shown_on_console() -> Callable[[logging.LogRecord], bool]:
     """Whether Snakemake's console shows a record: its handlers' filters as set up now, which apply ``--quiet``."""
-    with _relying_on("its logger's handlers (snakemake.logging.logger.handlers)"):
-        console = list(snakemake_logger.handlers)
+    console = list(snakemake_logger.handlers)
 
     def shown(record: logging.LogRecord) -> bool:
         return any(handler.filter(record) for handler in console)
