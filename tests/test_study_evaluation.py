@@ -23,6 +23,7 @@ from rlscale.study.config import StudyConfigError, validated_config
 from rlscale.study.evaluation import env_steps_at, evaluated_tasks, evaluation_cells, run_checkpoints
 from rlscale.study.evaluation_table import CheckpointResult, RunEvaluation, evaluation_table, read_evaluation
 from rlscale.study.plan_summary import plan_lines
+from rlscale.study.stage_policy import Stage
 from rlscale.study.summary import evaluation_markdown, summary_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -219,7 +220,7 @@ class TestEvaluationJob:
         [(command, lease)] = leased
         assert command[3:6] == ["evaluate", "--checkpoint", str(tmp_path / "logs/run/model_0.pt")]
         assert command[-6:] == ["--num_envs", "1000", "--seed", "0", "--device", "cuda"]
-        assert lease == {"gpus": 1, "granted": 1, "world_size": 1, "rule": "evaluate"}
+        assert lease == {"gpus": 1, "granted": 1, "world_size": 1, "stage": Stage.EVALUATE}
         written = json.loads(output.read_text())
         assert written["record"] == str(record)
         assert [(entry["iterations"], entry["env_steps"]) for entry in written["checkpoints"]] == [(1, 100), (3, 300)]

@@ -26,6 +26,7 @@ from rlscale.study.checks import check_config, check_gpu_limit, node_split
 from rlscale.study.config import StudyConfigError, effective_config, envs_for, validated_config
 from rlscale.study.job_args import read_cell
 from rlscale.study.job_runner import GRANT_EXIT_CODE, multinode_args, run_leased, run_multinode
+from rlscale.study.stage_policy import Stage
 from rlscale.study.verdict import PARITY_METRICS_ENV, parity_metric, validation_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -379,7 +380,7 @@ class TestGrantCheck:
         marker = tmp_path / "started"
         command = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
         environ = {**os.environ, "RLSCALE_LEASE_DIR": str(tmp_path / "lease"), "RLSCALE_LEASE_GPUS": "0,1"}
-        code = run_leased(command, gpus=2, granted=1, world_size=2, environ=environ, rule="train")
+        code = run_leased(command, stage=Stage.TRAIN, gpus=2, granted=1, world_size=2, environ=environ)
         assert code == GRANT_EXIT_CODE
         assert not marker.exists()
         err = capsys.readouterr().err
@@ -387,10 +388,15 @@ class TestGrantCheck:
         assert "Refusing to run on fewer GPUs" in err
 
     @pytest.mark.parametrize(
-        ("rule", "slurm_job", "runs"),
-        [("train", None, True), ("evaluate", None, True), ("parity", None, False), ("train", "42", False)],
+        ("stage", "slurm_job", "runs"),
+        [
+            (Stage.TRAIN, None, True),
+            (Stage.EVALUATE, None, True),
+            (Stage.PARITY, None, False),
+            (Stage.TRAIN, "42", False),
+        ],
     )
-    def test_a_grant_of_none(self, tmp_path, rule, slurm_job, runs):
+    def test_a_grant_of_none(self, tmp_path, stage, slurm_job, runs):
         """A job that shares its GPU asks Snakemake for none on one host and runs on a leased one; a job that holds its
         GPU alone, or any job inside a SLURM allocation, granted none is refused."""
         marker = tmp_path / "started"
@@ -399,7 +405,7 @@ class TestGrantCheck:
         environ.pop("SLURM_JOB_ID", None)
         if slurm_job:
             environ["SLURM_JOB_ID"] = slurm_job
-        code = run_leased(command, gpus=1, granted=0, world_size=1, environ=environ, rule=rule)
+        code = run_leased(command, stage=stage, gpus=1, granted=0, world_size=1, environ=environ)
         assert (code, marker.exists()) == ((0, True) if runs else (GRANT_EXIT_CODE, False))
 
     def test_matching_grant_runs_on_the_leased_ids(self, tmp_path):
@@ -410,7 +416,7 @@ class TestGrantCheck:
         code = f"import json, os, sys; open({str(out)!r}, 'w').write({seen})"
         command = [sys.executable, "-c", code, "--num_gpus", "2"]
         environ = {**os.environ, "RLSCALE_LEASE_DIR": str(tmp_path / "lease"), "RLSCALE_LEASE_GPUS": "3,5"}
-        assert run_leased(command, gpus=2, granted=2, world_size=2, environ=environ) == 0
+        assert run_leased(command, stage=Stage.TRAIN, gpus=2, granted=2, world_size=2, environ=environ) == 0
         assert json.loads(out.read_text()) == ["3,5", ["--num_gpus", "2"]]
 
     def test_launcher_script_refuses(self, tmp_path):
@@ -436,7 +442,8 @@ class TestGrantCheck:
 STUDY_JOB = """
 import sys
 from rlscale.study.job_runner import run_leased
-sys.exit(run_leased(sys.argv[1:], gpus=1, granted=1, world_size=1))
+from rlscale.study.stage_policy import Stage
+sys.exit(run_leased(sys.argv[1:], stage=Stage.TRAIN, gpus=1, granted=1, world_size=1))
 """
 """A one-GPU study job, as scripts/ runs it: its command is the rest of argv."""
 
@@ -493,7 +500,8 @@ class TestSupervisedCommand:
         """A probe's report: the command's stdout goes to the given file."""
         report = tmp_path / "report.txt"
         with open(report, "w") as stdout:
-            code = run_leased([sys.executable, "-c", "print('report')"], gpus=1, granted=1, world_size=1, stdout=stdout)
+            command = [sys.executable, "-c", "print('report')"]
+            code = run_leased(command, stage=Stage.PROBE, gpus=1, granted=1, world_size=1, stdout=stdout)
         assert code == 0 and report.read_text() == "report\n"
 
     def test_sigterm_is_forwarded(self, tmp_path, lease_env):

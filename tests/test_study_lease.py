@@ -18,6 +18,7 @@ import pytest
 
 from rlscale.launch.lease import LeaseError, acquire, acquire_host, gpu_pool
 from rlscale.study.job_times import JOB_TIMES_ENV, read_job_times, timing_markdown
+from rlscale.study.stage_policy import Stage
 
 POOL = "0,1,2,3"
 
@@ -35,12 +36,13 @@ open(os.path.join(out_dir, name + ".json"), "w").write(json.dumps(record))
 JOB = """
 import sys
 from rlscale.study.job_runner import run_leased
+from rlscale.study.stage_policy import Stage
 name, gpus, out_dir, hold_s = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-rule = sys.argv[5] if len(sys.argv) > 5 else "parity"
+stage = Stage(sys.argv[5] if len(sys.argv) > 5 else "parity")
 command = [sys.executable, "-c", {recorder!r}, name, out_dir, hold_s]
-sys.exit(run_leased(command, gpus=gpus, granted=gpus, world_size=max(gpus, 1), rule=rule))
+sys.exit(run_leased(command, stage=stage, gpus=gpus, granted=gpus, world_size=max(gpus, 1)))
 """
-"""One study job of a rule (default ``parity``, which holds its GPUs alone), as scripts/ runs it: lease through
+"""One study job of a stage (default ``parity``, which holds its GPUs alone), as scripts/ runs it: lease through
 ``run_leased``, then run the recorder."""
 
 
@@ -124,10 +126,10 @@ class TestConcurrentJobs:
         assert not overlaps(a, b)
 
 
-def start_job(name: str, rule: str, out: Path, env: dict[str, str], hold_s: float = 0.5) -> subprocess.Popen:
-    """Start one leased 1-GPU job of ``rule`` recording into ``out``; its stderr (the lease's reports) is piped."""
+def start_job(name: str, stage: Stage, out: Path, env: dict[str, str], hold_s: float = 0.5) -> subprocess.Popen:
+    """Start one leased 1-GPU job of ``stage`` recording into ``out``; its stderr (the lease's reports) is piped."""
     job = JOB.format(recorder=RECORDER)
-    argv = [sys.executable, "-c", job, name, "1", str(out), str(hold_s), rule]
+    argv = [sys.executable, "-c", job, name, "1", str(out), str(hold_s), stage]
     return subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
 
 
@@ -155,8 +157,9 @@ class TestGpuSharing:
         env = {**lease_env, "RLSCALE_LEASE_GPUS": "0"}
         out = tmp_path / "records"
         out.mkdir()
-        procs = {rule: start_job(rule, rule, out, env, hold_s=1.5) for rule in ("validate", "train", "evaluate")}
-        records = {rule: finish(proc, out, rule)[0] for rule, proc in procs.items()}
+        stages = (Stage.VALIDATE, Stage.TRAIN, Stage.EVALUATE)
+        procs = {stage: start_job(stage, stage, out, env, hold_s=1.5) for stage in stages}
+        records = {stage: finish(proc, out, stage)[0] for stage, proc in procs.items()}
         assert all(record["ids"] == ["0"] for record in records.values())
         assert any(overlaps(a, b) for a, b in itertools.combinations(records.values(), 2)), "no two ran together"
 
@@ -182,17 +185,17 @@ class TestGpuSharing:
         with acquire(1, shared=True) as first, acquire(1, shared=True) as second:
             assert (first.gpu_ids, second.gpu_ids) == (("0",), ("1",))
 
-    @pytest.mark.parametrize("timed", ["parity", "probe"])
+    @pytest.mark.parametrize("timed", [Stage.PARITY, Stage.PROBE])
     def test_timed_job_holds_its_gpu_alone(self, tmp_path, lease_env, timed):
         """A job that times its run never shares its GPU with a job that times nothing, in either order."""
         env = {**lease_env, "RLSCALE_LEASE_GPUS": "0"}
         out = tmp_path / "records"
         out.mkdir()
-        first = start_job("train", "train", out, env, hold_s=1.0)
+        first = start_job("train", Stage.TRAIN, out, env, hold_s=1.0)
         time.sleep(0.5)
         second = start_job(timed, timed, out, env, hold_s=1.0)
         time.sleep(0.5)
-        third = start_job("evaluate", "evaluate", out, env, hold_s=0.5)
+        third = start_job("evaluate", Stage.EVALUATE, out, env, hold_s=0.5)
         records = [
             finish(proc, out, name)[0] for proc, name in ((first, "train"), (second, timed), (third, "evaluate"))
         ]
@@ -206,9 +209,9 @@ class TestGpuSharing:
         env = {**lease_env, "RLSCALE_LEASE_GPUS": "0", JOB_TIMES_ENV: str(times)}
         out = tmp_path / "records"
         out.mkdir()
-        train = start_job("train", "train", out, env, hold_s=1.0)
+        train = start_job("train", Stage.TRAIN, out, env, hold_s=1.0)
         time.sleep(0.5)
-        parity = start_job("parity", "parity", out, env, hold_s=0.2)
+        parity = start_job("parity", Stage.PARITY, out, env, hold_s=0.2)
         finish(train, out, "train"), finish(parity, out, "parity")
         table = read_job_times(times)
         assert list(table["rule"]) == ["train", "parity"]
@@ -226,7 +229,7 @@ class TestHostLease:
         out = tmp_path / "records"
         out.mkdir()
         with acquire_host(False, timeout_s=5):
-            procs = {name: start_job(name, "train", out, lease_env, hold_s=1.5) for name in ("a", "b")}
+            procs = {name: start_job(name, Stage.TRAIN, out, lease_env, hold_s=1.5) for name in ("a", "b")}
             (a, _), (b, _) = (finish(proc, out, name) for name, proc in procs.items())
         assert overlaps(a, b), "two shared jobs did not run together"
 
@@ -235,7 +238,7 @@ class TestHostLease:
         out = tmp_path / "records"
         out.mkdir()
         with acquire_host(False, timeout_s=5):
-            proc = start_job("bench", "benchmark", out, lease_env)
+            proc = start_job("bench", Stage.BENCHMARK, out, lease_env)
             time.sleep(1.0)
             released = time.monotonic()
         record, stderr = finish(proc, out, "bench")
@@ -249,7 +252,7 @@ class TestHostLease:
         out = tmp_path / "records"
         out.mkdir()
         with acquire_host(True, timeout_s=5):
-            proc = start_job("train", "train", out, lease_env)
+            proc = start_job("train", Stage.TRAIN, out, lease_env)
             time.sleep(1.0)
             released = time.monotonic()
         record, stderr = finish(proc, out, "train")
@@ -262,9 +265,9 @@ class TestHostLease:
         out = tmp_path / "records"
         out.mkdir()
         with acquire_host(False, timeout_s=5):
-            bench = start_job("bench", "benchmark", out, lease_env, hold_s=1.0)
+            bench = start_job("bench", Stage.BENCHMARK, out, lease_env, hold_s=1.0)
             time.sleep(0.7)
-            train = start_job("train", "train", out, lease_env)
+            train = start_job("train", Stage.TRAIN, out, lease_env)
             time.sleep(0.7)
         (bench_record, _), (train_record, _) = finish(bench, out, "bench"), finish(train, out, "train")
         assert train_record["start"] >= bench_record["end"]
@@ -276,7 +279,7 @@ class TestHostLease:
         out.mkdir()
         with acquire_host(True, timeout_s=5):
             with default_sigint():  # a background `make test &` would pass SIGINT down as ignored
-                proc = start_job("queued", "train", out, lease_env)
+                proc = start_job("queued", Stage.TRAIN, out, lease_env)
             deadline = time.monotonic() + 60
             while "waits for the host" not in (line := proc.stderr.readline()) and time.monotonic() < deadline:
                 assert line, "the job exited before waiting"

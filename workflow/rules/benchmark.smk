@@ -18,7 +18,7 @@ rule benchmark:
         ws=one_of(SINGLE_NODE),
     threads: rank_threads
     resources:
-        gpu=rank_gpus,
+        gpu=stage_gpus(Stage.BENCHMARK),
     params:
         args=training_args,
         device=DEVICE,
@@ -80,7 +80,7 @@ rule benchmark_single_seed:
         ws=one_of(SINGLE_NODE),
     threads: rank_threads
     resources:
-        gpu=rank_gpus,
+        gpu=stage_gpus(Stage.BENCHMARK),
     params:
         args=single_seed_args,
         device=DEVICE,

@@ -35,6 +35,7 @@ from rlscale.study.snakemake_internals import (
     configfiles_given,
     gpu_limit,
 )
+from rlscale.study.stage_policy import STAGE_POLICIES, Stage
 from rlscale.study.time_left import report_time_left
 from rlscale.study.verdict import PARITY_METRICS_ENV
 
@@ -184,26 +185,29 @@ def job_split(wildcards):
 
 
 def rank_gpus(wildcards):
-    """GPUs of a single-node job: one per rank on cuda, none for CPU ranks."""
+    """GPUs a single-node job needs: one per rank on cuda, none for CPU ranks."""
     return job_split(wildcards).gpus_per_node(DEVICE)
 
 
 def single_device_gpus(wildcards):
-    """GPUs of a single-device job (validate)."""
+    """GPUs a single-device job needs (one process on one device, whatever the world size)."""
     return NodeSplit(1).gpus_per_node(DEVICE)
 
 
-# On one host the jobs that time nothing (rlscale.study.job_runner.SHARED_GPU_RULES) ask Snakemake for no GPU: the
-# lease shares GPUs among them, so `--resources gpu=N` on an N-GPU host counts the GPUs held alone (benchmarks,
-# parity, probe) and never queues a validate or train run behind another. Under SLURM each job asks for its own.
-def shared_rank_gpus(wildcards):
-    """Snakemake's GPU count of a single-node job that shares its GPUs (train)."""
-    return rank_gpus(wildcards) if STUDY["cluster"] == "slurm" else 0
+# A rule's resources.gpu is its stage's (rlscale.study.stage_policy.STAGE_POLICIES), as the job's lease reads it: on
+# one host the jobs that share their GPUs ask Snakemake for none, so `--resources gpu=N` on an N-GPU host counts the
+# GPUs held alone and never queues a validate or train run behind another. Under SLURM each job asks for its own.
+def stage_gpus(stage):
+    """The resources.gpu function of a rule of stage (a Stage): the GPUs its job needs, or none where it shares them."""
+    policy = STAGE_POLICIES[stage]
+    needed = single_device_gpus if policy.single_device else rank_gpus
 
+    def requested_gpus(wildcards):
+        return policy.requested_gpus(
+            needed(wildcards), under_slurm=STUDY["cluster"] == "slurm"
+        )
 
-def shared_single_device_gpus(wildcards):
-    """Snakemake's GPU count of a single-device job that shares its GPU (check_task, validate, evaluate)."""
-    return single_device_gpus(wildcards) if STUDY["cluster"] == "slurm" else 0
+    return requested_gpus
 
 
 def rank_threads(wildcards):

@@ -20,7 +20,7 @@ rule evaluate_train:
         task=one_of(STUDY["evaluated_tasks"]),
     threads: 1
     resources:
-        gpu=shared_single_device_gpus,
+        gpu=stage_gpus(Stage.EVALUATE),
     params:
         args=EVALUATION_ARGS,
         device=DEVICE,
@@ -41,7 +41,7 @@ rule evaluate_parity:
         variant=r"lr-[a-z]+_norm-[a-z]+",
     threads: 1
     resources:
-        gpu=shared_single_device_gpus,
+        gpu=stage_gpus(Stage.EVALUATE),
     params:
         args=EVALUATION_ARGS,
         device=DEVICE,

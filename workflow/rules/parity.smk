@@ -16,7 +16,7 @@ rule parity:
         variant=r"lr-[a-z]+_norm-[a-z]+",
     threads: rank_threads
     resources:
-        gpu=rank_gpus,
+        gpu=stage_gpus(Stage.PARITY),
     params:
         args=parity_args,
         device=DEVICE,

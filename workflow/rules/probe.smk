@@ -10,7 +10,7 @@ rule probe:
         ws=one_of(size for size in SINGLE_NODE if size > 1),
     threads: rank_threads
     resources:
-        gpu=rank_gpus,
+        gpu=stage_gpus(Stage.PROBE),
     params:
         device=DEVICE,
     shell:

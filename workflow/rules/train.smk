@@ -16,7 +16,7 @@ rule train:
         ws=one_of(SINGLE_NODE),
     threads: rank_threads
     resources:
-        gpu=shared_rank_gpus,
+        gpu=stage_gpus(Stage.TRAIN),
     params:
         args=train_args,
         device=DEVICE,

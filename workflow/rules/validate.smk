@@ -12,7 +12,7 @@ rule check_task:
         "logs/{study}/validate/{task}/check_task.log",
     threads: 1
     resources:
-        gpu=shared_single_device_gpus,
+        gpu=stage_gpus(Stage.CHECK_TASK),
     params:
         device=DEVICE,
         num_envs=lookup(dpath="validate_num_envs", within=STUDY),
@@ -29,7 +29,7 @@ rule validate:
         "logs/{study}/validate/{task}/{library}.log",
     threads: 1
     resources:
-        gpu=shared_single_device_gpus,
+        gpu=stage_gpus(Stage.VALIDATE),
     params:
         device=DEVICE,
         args=validate_args,

@@ -7,10 +7,9 @@ silently shrinks ``resources.gpu`` to the ``--resources gpu=M`` limit, and a sca
 GPUs would report wrong numbers. On one host the jobs that share their GPUs ask Snakemake for none (the lease shares
 them), so ``--resources gpu=M`` counts only the GPUs held alone; under SLURM every job asks for its own.
 
-A single-node job also holds the host (:func:`rlscale.launch.lease.acquire_host`): shared, except the jobs that measure
-speed (:data:`EXCLUSIVE_HOST_RULES`), which hold it alone, so that a throughput is never measured beside another job.
-Jobs that time nothing (:data:`SHARED_GPU_RULES`) share their GPUs with each other; the others hold theirs alone.
-Every leased command's waits and run time go to the study's job time records (:mod:`rlscale.study.job_times`).
+A single-node job also holds the host (:func:`rlscale.launch.lease.acquire_host`), alone or shared, and shares its
+GPUs or holds them alone, as its stage's row of :data:`rlscale.study.stage_policy.STAGE_POLICIES` says. Every leased
+command's waits and run time go to the study's job time records (:mod:`rlscale.study.job_times`).
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ from rlscale.launch.lease import LeaseError, acquire, acquire_host
 from rlscale.launch.ranks import NodeSplit
 from rlscale.launch.supervise import FORCED_SHUTDOWN_S, GRACEFUL_SHUTDOWN_S, STRAGGLER_GRACE_S, run_supervised
 from rlscale.study.job_times import record_job
+from rlscale.study.stage_policy import STAGE_POLICIES, Stage
 
 GRANT_EXIT_CODE = 3
 """Exit code of a job whose granted GPUs differ from what its world size needs (argparse errors use 2)."""
@@ -36,14 +36,6 @@ GRANT_EXIT_CODE = 3
 LAUNCHER_SHUTDOWN_S = GRACEFUL_SHUTDOWN_S + FORCED_SHUTDOWN_S + STRAGGLER_GRACE_S + 5.0
 """After a forwarded signal, how long the rlscale launcher may take to stop before the job escalates: the launcher
 supervises its own ranks with these grace periods, so only a wedged launcher outlives them (+5 s: its polling)."""
-
-
-EXCLUSIVE_HOST_RULES = frozenset({"benchmark"})
-"""Rules whose jobs measure speed (the training, runtime and startup benchmarks): they hold the host alone."""
-SHARED_GPU_RULES = frozenset({"check_task", "validate", "train", "evaluate"})
-"""Rules whose jobs time nothing (a contract check, a smoke run, a learning curve per env step, an evaluation): they
-share their GPUs with each other. Parity runs (wall time to a target), benchmarks and the NCCL probe hold theirs
-alone."""
 
 
 class GrantError(RuntimeError):
@@ -55,26 +47,23 @@ def rlscale_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "rlscale", *args]
 
 
-def check_granted(
-    needed: int, granted: int, world_size: int, rule: str = "this job", under_slurm: bool = False
-) -> None:
-    """Raise :class:`GrantError` unless Snakemake granted exactly the GPUs the job needs.
+def check_granted(needed: int, granted: int, world_size: int, stage: Stage, under_slurm: bool = False) -> None:
+    """Raise :class:`GrantError` unless Snakemake granted exactly the GPUs the job needs, or what its stage asks for.
 
-    A job of :data:`SHARED_GPU_RULES` outside SLURM asks Snakemake for none (``shared_rank_gpus`` in the workflow): its
-    grant of 0 is right, since the lease gives it GPUs to share.
+    A job that shares its GPUs outside SLURM asks Snakemake for none (:meth:`StagePolicy.requested_gpus
+    <rlscale.study.stage_policy.StagePolicy.requested_gpus>`): its grant of 0 is right, since the lease gives it GPUs
+    to share.
 
     Args:
         needed: GPUs the job needs on this node (world size per node; 0 for CPU ranks).
         granted: The rule's ``resources.gpu`` as Snakemake expanded it.
         world_size: The job's world size, for the message.
-        rule: The rule's name, for the message and whether the job shares its GPUs.
+        stage: The job's stage, for the message and what it asks Snakemake for.
         under_slurm: Whether the job runs inside a SLURM allocation, which grants every job its own GPUs.
     """
-    if granted == 0 and rule in SHARED_GPU_RULES and not under_slurm:
-        return
-    if granted != needed:
+    if granted not in (needed, STAGE_POLICIES[stage].requested_gpus(needed, under_slurm=under_slurm)):
         raise GrantError(
-            f"{rule} needs {needed} GPU(s) for world size {world_size} but Snakemake granted resources.gpu={granted} "
+            f"{stage} needs {needed} GPU(s) for world size {world_size} but Snakemake granted resources.gpu={granted} "
             "(it silently shrinks a request to the --resources gpu limit). Refusing to run on fewer GPUs; raise the "
             f"limit (--resources gpu={needed}) or drop world size {world_size} from the config."
         )
@@ -98,32 +87,32 @@ def run_command(
 def run_leased(
     command: Sequence[str],
     *,
+    stage: Stage,
     gpus: int,
     granted: int,
     world_size: int,
     stdout: TextIO | None = None,
     environ: Mapping[str, str] | None = None,
-    rule: str = "this job",
     before: Callable[[], None] | None = None,
 ) -> int:
     """Hold the host, lease ``gpus`` GPU ids on it, then run ``command`` on them.
 
-    The host is held alone when ``rule`` is one of :data:`EXCLUSIVE_HOST_RULES`, else shared; always before the GPUs,
-    the order that keeps two jobs from each holding what the other waits for. The GPUs are shared when ``rule`` is one
-    of :data:`SHARED_GPU_RULES`, else held alone. ``CUDA_VISIBLE_DEVICES`` is set to the leased ids. Inside a SLURM
+    The host is held alone or shared, and the GPUs shared or held alone, as ``stage``'s policy says
+    (:data:`~rlscale.study.stage_policy.STAGE_POLICIES`); the host always before the GPUs, the order that keeps two
+    jobs from each holding what the other waits for. ``CUDA_VISIBLE_DEVICES`` is set to the leased ids. Inside a SLURM
     job the allocation already owns its GPUs, so none is leased. No port is passed: on one node torchrun's rendezvous
     takes a free one from the kernel (:mod:`rlscale.launch.torchrun`), so two jobs (of this study or another) never
     meet on one.
 
     Args:
         command: Command to run (``rlscale ...``).
+        stage: The job's stage: its policy, and its name in messages and job time records.
         gpus: GPUs the job needs (world size on this node; 0 for CPU ranks).
         granted: The rule's ``resources.gpu`` as Snakemake expanded it; must equal ``gpus`` (see
             :func:`check_granted`).
         world_size: The job's world size, for messages.
         stdout: Where the command's stdout goes; the inherited stdout when ``None``.
         environ: Base environment; defaults to ``os.environ``.
-        rule: The rule's name, for messages, and whether the job holds the host alone.
         before: Called once the lease is held, before ``command`` starts (e.g. to clear the run directory).
 
     Returns:
@@ -134,10 +123,11 @@ def run_leased(
     started = time.time()
     try:
         under_slurm = bool(environ.get("SLURM_JOB_ID"))
-        check_granted(gpus, granted, world_size, rule, under_slurm)
-        host = acquire_host(rule in EXCLUSIVE_HOST_RULES, environ=environ, label=rule)
+        check_granted(gpus, granted, world_size, stage, under_slurm)
+        policy = STAGE_POLICIES[stage]
+        host = acquire_host(policy.holds_host_alone, environ=environ, label=stage)
         try:
-            lease = acquire(0 if under_slurm else gpus, shared=rule in SHARED_GPU_RULES, environ=environ)
+            lease = acquire(0 if under_slurm else gpus, shared=policy.shares_gpus, environ=environ)
         except LeaseError:
             host.release()
             raise
@@ -148,7 +138,7 @@ def run_leased(
         print(f"[study] ERROR: {error}", file=sys.stderr, flush=True)
         return 1
     except KeyboardInterrupt:  # Snakemake stopped with Ctrl-C interrupts its queued jobs too: one line, no traceback
-        print(f"[study] {rule} interrupted while waiting for its lease: nothing ran", file=sys.stderr, flush=True)
+        print(f"[study] {stage} interrupted while waiting for its lease: nothing ran", file=sys.stderr, flush=True)
         return 128 + signal.SIGINT
     gpu_lease = ("shared" if lease.shared else "alone") if lease.gpu_ids else "none"
     with host, lease:
@@ -161,7 +151,7 @@ def run_leased(
         running = time.monotonic()
         code = run_command(command, lease.environment(environ), [*host.fds, *lease.fds], stdout)
         record_job(
-            rule=rule,
+            rule=stage.value,
             argv=command,
             started_unix=started,
             host_wait_s=host.waited_s,
@@ -240,7 +230,7 @@ def launch(
     split: NodeSplit,
     device: str,
     granted: int | None,
-    rule: str,
+    stage: Stage,
     rdzv_port: int = 29400,
     before: Callable[[], None] | None = None,
 ) -> int:
@@ -253,4 +243,4 @@ def launch(
         return run_multinode(rlscale_command(*rlscale_args), split=split, rdzv_port=rdzv_port, before=before)
     command = rlscale_command(*rlscale_args, "--num_gpus", str(split.world_size))
     gpus = split.gpus_per_node(device)
-    return run_leased(command, gpus=gpus, granted=granted, world_size=split.world_size, rule=rule, before=before)
+    return run_leased(command, stage=stage, gpus=gpus, granted=granted, world_size=split.world_size, before=before)

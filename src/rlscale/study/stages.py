@@ -22,6 +22,7 @@ from rlscale.manifest import MANIFEST_NAME, InvalidManifest, read_manifest
 from rlscale.study.evaluation import env_steps_at, run_checkpoints
 from rlscale.study.job_args import JobCell
 from rlscale.study.job_runner import GRANT_EXIT_CODE, launch, rlscale_command, run_leased, run_multinode
+from rlscale.study.stage_policy import Stage
 from rlscale.study.verdict import parity_metric, validation_verdict
 
 JOB_RECORD = "job.json"
@@ -55,7 +56,7 @@ def check_task(task: str, *, device: str, num_envs: int, gpus: int, granted: int
     command = rlscale_command("check_task", task, "--device", device, "--num_envs", str(num_envs))
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w+", dir=Path(output).parent, suffix=".part", delete=False) as report:
-        code = run_leased(command, gpus=gpus, granted=granted, world_size=1, stdout=report, rule="check_task")
+        code = run_leased(command, stage=Stage.CHECK_TASK, gpus=gpus, granted=granted, world_size=1, stdout=report)
         report.seek(0)
         sys.stderr.write(report.read())
     if code == 0:
@@ -82,7 +83,7 @@ def validate(cell: JobCell, *, iterations: int, gpus: int, granted: int, run_roo
         gpus=gpus,
         granted=granted,
         world_size=1,
-        rule="validate",
+        stage=Stage.VALIDATE,
         before=lambda: shutil.rmtree(run_root, ignore_errors=True),  # A stale manifest must not pass for this run's.
     )
     if code == GRANT_EXIT_CODE:
@@ -138,7 +139,9 @@ def probe(*, split: NodeSplit, device: str, granted: int | None, output: Path, r
             return run_multinode(command, split=split, rdzv_port=rdzv_port, stdout=report)
         command = rlscale_command("nccl_probe", "--num_gpus", str(split.world_size), *device_args)
         gpus = split.gpus_per_node(device)
-        return run_leased(command, gpus=gpus, granted=granted, world_size=split.world_size, stdout=report, rule="probe")
+        return run_leased(
+            command, stage=Stage.PROBE, gpus=gpus, granted=granted, world_size=split.world_size, stdout=report
+        )
 
 
 def keep_for_same_job(run_root: Path, job: Mapping) -> None:
@@ -188,7 +191,7 @@ def train(cell: JobCell, *, output: Path, split: NodeSplit, granted: int | None,
         split=split,
         device=cell.device,
         granted=granted,
-        rule="train",
+        stage=Stage.TRAIN,
         rdzv_port=rdzv_port,
         before=lambda: keep_for_same_job(run_root, job),
     )
@@ -216,7 +219,7 @@ def parity(cell: JobCell, *, output: Path, split: NodeSplit, granted: int | None
         split=split,
         device=cell.device,
         granted=granted,
-        rule="parity",
+        stage=Stage.PARITY,
         rdzv_port=rdzv_port,
         before=(lambda: shutil.rmtree(run_root, ignore_errors=True)) if first_node else None,
     )
@@ -238,7 +241,7 @@ def benchmark(workflow: str, cell: JobCell, *, split: NodeSplit, granted: int | 
             split=split,
             device=cell.device,
             granted=granted,
-            rule="benchmark",
+            stage=Stage.BENCHMARK,
             rdzv_port=rdzv_port,
         )
         if code != 0:
@@ -273,7 +276,7 @@ def evaluate(cell: JobCell, *, record: Path, every_checkpoint: bool, granted: in
             *cell.argv(),
         )
         gpus = NodeSplit(1).gpus_per_node(cell.device)
-        code = run_leased(command, gpus=gpus, granted=granted, world_size=1, rule="evaluate")
+        code = run_leased(command, stage=Stage.EVALUATE, gpus=gpus, granted=granted, world_size=1)
         if code != 0:
             return code
         results = [
