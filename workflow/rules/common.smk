@@ -194,11 +194,10 @@ def single_device_gpus(wildcards):
     return NodeSplit(1).gpus_per_node(DEVICE)
 
 
-# A rule's resources.gpu is its stage's (rlscale.study.stage_policy.STAGE_POLICIES), as the job's lease reads it: on
-# one host the jobs that share their GPUs ask Snakemake for none, so `--resources gpu=N` on an N-GPU host counts the
-# GPUs held alone and never queues a validate or train run behind another. Under SLURM each job asks for its own.
+# A rule's resources.gpu comes from its stage's row of rlscale.study.stage_policy.STAGE_POLICIES, which the job's lease
+# reads too; StagePolicy says why a stage shares its GPUs (none from Snakemake on one host) or holds them alone.
 def stage_gpus(stage):
-    """The resources.gpu function of a rule of stage (a Stage): the GPUs its job needs, or none where it shares them."""
+    """The resources.gpu function of stage (a Stage): the GPUs its jobs need, or none where they share them."""
     policy = STAGE_POLICIES[stage]
     needed = single_device_gpus if policy.single_device else rank_gpus
 
