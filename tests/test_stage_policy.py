@@ -44,10 +44,12 @@ def rule_gpus() -> dict[str, str]:
 
 
 def test_every_stage_has_a_row():
+    """The rules' resources and the lease look every stage up in the table."""
     assert set(STAGE_POLICIES) == set(Stage)
 
 
 def test_a_stage_measuring_speed_holds_its_gpus_alone_too():
+    """A row that holds the host alone but shares its GPUs contradicts itself, and is refused."""
     with pytest.raises(ValueError, match="holds its GPUs alone too"):
         StagePolicy(shares_gpus=True, holds_host_alone=True, single_device=False)
 
