@@ -60,12 +60,12 @@ test-study: setup
 
 # The extras end to end: W&B runs offline from one rank, grouped and resumed (tests/test_tracker.py), and `rlscale play`
 # and `evaluate` of every library's checkpoints (tests/test_play.py, but its robots' films, which test-robots runs):
-# about 4 minutes on 2 cores, kept out of `make test`'s 20; CI runs them.
+# about 4 minutes on 2 cores, kept out of `make test`'s 18; CI runs them.
 test-extras: setup
 	$(PY) -m pytest -q -m "extras and not robots"
 
 # Repeated randomised trials (crashes of random ranks at random iterations, torn down and named each time): about
-# 2 minutes on 2 cores, kept out of `make test`'s 20; CI runs them.
+# 2 minutes on 2 cores, kept out of `make test`'s 18; CI runs them.
 test-stress: setup
 	$(PY) -m pytest -q -m stress
 

@@ -336,25 +336,22 @@ class TestSeedsInOneProcess:
     @pytest.mark.parametrize(("workflow", "ranks"), [("training", 1), ("training_multigpu", 2)])
     @pytest.mark.parametrize("library", LIBRARIES)
     def test_second_repeat_is_a_fresh_run(self, tmp_path_factory, workflow, ranks, library):
-        """Seed 2 after seed 1 in one process (one rank, or 2 gloo ranks sharing one process group) learns exactly
-        as a fresh process with seed 2: the libraries are deterministic on CPU, so any state left by the first
-        repeat (a global registry, an RNG, the process group) would show in the curve."""
-        warm = run_seeds(tmp_path_factory, workflow, library, "--seeds", "1", "2", ranks=ranks)
-        fresh = run_seeds(tmp_path_factory, workflow, library, "--seed", "2", ranks=ranks)
-        assert sorted(warm) == [1, 2] and all(validation_errors(bundle) == [] for bundle in warm.values())
-        assert warm[2]["learning"] == fresh[2]["learning"]
-        assert warm[1]["learning"] != warm[2]["learning"]  # the seed reached the run
-        assert math.isfinite(warm[2]["learning"]["ep_length"]["final_raw"])
-
-    def test_later_repeats_leave_cold_phases_null(self, tmp_path_factory):
-        """The first bundle times the process start; the second has null python_imports, task_config and
+        """Seed 1 after seed 2 in one process (one rank, or 2 gloo ranks sharing one process group) learns exactly
+        as a fresh process with seed 1: the libraries are deterministic on CPU, so any state left by the first
+        repeat (a global registry, an RNG, the process group) would show in the curve. The repeats run in the order
+        given; the first bundle times the process start, the second has null python_imports, task_config and
         task_compile (paid once per process) but its own env creation and first iteration."""
-        bundles = run_seeds(tmp_path_factory, "training", "rsl_rl", "--seeds", "3", "1")
-        first, second = bundles[3]["runtime"]["startup_time_s"], bundles[1]["runtime"]["startup_time_s"]
+        warm = run_seeds(tmp_path_factory, workflow, library, "--seeds", "2", "1", ranks=ranks)
+        fresh = run_seeds(tmp_path_factory, workflow, library, "--seed", "1", ranks=ranks)
+        assert sorted(warm) == [1, 2] and all(validation_errors(bundle) == [] for bundle in warm.values())
+        assert [warm[seed]["run"]["seed"] for seed in (2, 1)] == [2, 1]
+        assert warm[1]["learning"] == fresh[1]["learning"]
+        assert warm[1]["learning"] != warm[2]["learning"]  # the seed reached the run
+        assert math.isfinite(warm[1]["learning"]["ep_length"]["final_raw"])
+        first, second = warm[2]["runtime"]["startup_time_s"], warm[1]["runtime"]["startup_time_s"]
         assert first["python_imports"] > 0 and first["task_config"] > 0
         assert [second[phase] for phase in COLD_ONLY] == [None, None, None]
         assert second["env_creation"] > 0 and second["first_iteration"] > 0
-        assert [bundles[seed]["run"]["seed"] for seed in (3, 1)] == [3, 1]
 
 
 class TestRejections:

@@ -1,5 +1,5 @@
 """Rank placement: the launcher's plan of each local rank's CPUs and threads (pure, with fake hosts), its dry-run lines,
-the rank applying it, and the placement two real CPU ranks record in their manifests."""
+the rank applying it (the placement two real CPU ranks record in their manifests: tests/test_multigpu.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-from test_multigpu import TRAIN, manifests, run
 
 from rlscale import cli
 from rlscale.device import CPU, CUDA, Device
@@ -251,17 +250,3 @@ class TestRankApplies:
     def test_an_unplaced_rank_keeps_its_cpus(self):
         record = self.run_rank(None)
         assert (record["binding"], record["cpus"], record["threads"]) == (None, sorted(os.sched_getaffinity(0)), 1)
-
-
-def test_two_cpu_ranks_stay_unbound_with_one_thread_each(tmp_path):
-    """A real 2-rank gloo job under ``--cpu_binding auto``: each rank's manifest shows the launcher's CPUs, unnarrowed,
-    and one torch thread."""
-    code, output = run(
-        *TRAIN, "--num_gpus", "2", "--max_iterations", "2", "--num_envs", "16", "--log_root", str(tmp_path)
-    )
-    assert code == 0, output[-3000:]
-    placements = [data["placement"] for _, data in sorted(manifests(tmp_path).items())]
-    assert len(placements) == 2
-    assert [placement["cpus"] for placement in placements] == [sorted(os.sched_getaffinity(0))] * 2
-    assert [placement["threads"] for placement in placements] == [1, 1]
-    assert {placement["binding"] for placement in placements} == {"auto"}

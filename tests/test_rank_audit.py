@@ -10,18 +10,24 @@ import pytest
 from process_utils import wait_for_no_process
 from rlscale_command import rlscale
 
-PATHS = [("rsl_rl", "torch"), ("rl_games", "torch"), ("skrl", "torch"), ("skrl", "jax")]
+AUDITS = [
+    ("rsl_rl", "torch", ["--sync_check_interval", "1", "--max_iterations", "6"]),
+    ("rl_games", "torch", ["--max_iterations", "2"]),
+    ("skrl", "torch", ["--max_iterations", "2"]),
+    ("skrl", "jax", ["--max_iterations", "2"]),
+]
+"""Each library path with the audit that catches the drift at iteration 2: the final one of a 2-iteration run, or on
+rsl_rl the periodic one of ``--sync_check_interval 1``, before the end of a 6-iteration run."""
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
 
-@pytest.mark.parametrize(("library", "framework"), PATHS)
-def test_nudged_rank_fails_the_run_and_is_named(tmp_path, library, framework):
-    """Rank 1's parameters nudged before iteration 1 make the final audit fail on both ranks, naming rank 1."""
+@pytest.mark.parametrize(("library", "framework", "audit"), AUDITS, ids=[f"{lib}-{fw}" for lib, fw, _ in AUDITS])
+def test_nudged_rank_fails_the_run_and_is_named(tmp_path, library, framework, audit):
+    """Rank 1's parameters nudged before iteration 1 make the audit at iteration 2 fail on both ranks, naming rank 1."""
     env = {**ENV, "RLSCALE_INJECT_FAULT": "desync:rank=1,iteration=1"}
     args = [
-        "train_multigpu", "--num_gpus", "2", "--device", "cpu",
-        "--task", "Isaac-Cartpole", "--num_envs", "16", "--max_iterations", "2",
-        "--rl_library", library, "--ml_framework", framework, "--log_root", str(tmp_path),
+        "train_multigpu", "--num_gpus", "2", "--device", "cpu", "--task", "Isaac-Cartpole", "--num_envs", "16",
+        *audit, "--rl_library", library, "--ml_framework", framework, "--log_root", str(tmp_path),
     ]  # fmt: skip
     result = rlscale(*args, env=env)
     output = result.stdout + result.stderr

@@ -1,9 +1,9 @@
 """``rlscale train --resume auto`` and atomic checkpoints: which run it continues (the latest of its --run_name and kind
-of command; one of another task, library or framework refused), continuing it in place, from its newest checkpoint
-that loads, on one device, elastically across world sizes with every segment kept in the manifest, and as a Snakemake
-train job rerun after its ``snakemake`` was SIGKILLed; and what a resume restores on each library path (weights,
-optimizer, adapted learning rate, normalizers, skrl's timestep count), checked against the checkpoint file read
-without the library."""
+of command; one of another task, library or framework refused), continuing it in place (on every library path:
+tests/test_train.py), from its newest checkpoint that loads, on one device, elastically across world sizes with every
+segment kept in the manifest, and as a Snakemake train job rerun after its ``snakemake`` was SIGKILLed; and what a
+resume restores on each library path (weights, optimizer, adapted learning rate, normalizers, skrl's timestep count),
+checked against the checkpoint file read without the library."""
 
 from __future__ import annotations
 
@@ -138,29 +138,6 @@ class TestSelection:
 
 
 class TestResumeAuto:
-    @pytest.mark.parametrize(("library", "framework"), PATHS)
-    def test_continues_the_latest_run_in_place(self, tmp_path, library, framework):
-        """From scratch at first; the rerun with a larger total continues the same run directory from its final
-        checkpoint and trains only the rest."""
-        args = [*TRAIN, "--rl_library", library, "--ml_framework", framework, "--log_root", str(tmp_path)]
-        first = rlscale("train", *args, "--max_iterations", "3", env=ENV)
-        assert first.returncode == 0, first.stderr[-3000:]
-        assert "--resume auto: starting from scratch in" in first.stdout
-        second = rlscale("train", *args, "--max_iterations", "5", env=ENV)
-        assert second.returncode == 0, second.stderr[-3000:]
-        [manifest] = rank0_manifests(tmp_path)  # one run directory: the rerun appended to it
-        assert (manifest["start_iteration"], manifest["iterations_completed"]) == (3, 5)
-        assert [record["iteration"] for record in manifest["iterations"]] == [0, 1, 2, 3, 4]  # the first's kept
-        assert Path(manifest["resumed_from"]).name in second.stdout and "(3/5)" in second.stdout
-        assert Path(manifest["resumed_from"]).parent.is_relative_to(manifest["run_dir"])
-        segments = read_manifest(Path(manifest["run_dir"], "manifest.json")).segments  # the first's is kept
-        assert [(segment.first_iteration, segment.last_iteration) for segment in segments] == [(0, 2), (3, 4)]
-        assert [(segment.world_size, segment.num_envs_per_rank, segment.status) for segment in segments] == [
-            (1, 16, "completed")
-        ] * 2
-        assert segments[0].start_time <= segments[1].start_time == manifest["start_time"]
-        assert segments[1].wall_time_s == manifest["wall_time_s"] and segments[0].wall_time_s > 0
-
     def test_truncated_newest_checkpoint_is_skipped(self, tmp_path):
         """A damaged newest checkpoint is passed over, with a line saying so, for the one before it."""
         args = [*TRAIN, "--checkpoint_interval", "2", "--log_root", str(tmp_path)]

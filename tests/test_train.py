@@ -1,4 +1,5 @@
-"""`rlscale train` end to end on CPU: the four library paths, resume, learning, and bad input."""
+"""`rlscale train` end to end on CPU: the four library paths, resume, learning, and an Isaac Lab command line (bad
+input: tests/test_bad_inputs.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 from rlscale_command import rlscale
 
+from rlscale.manifest import read_manifest
 from rlscale.rl import load_adapter
 from rlscale.rl.agent_overrides import apply_override
 
@@ -40,12 +42,16 @@ class TestLibraryPaths:
     @pytest.mark.parametrize(("library", "framework"), PATHS)
     def test_train_then_resume_continues_the_iteration_count(self, tmp_path, library, framework):
         """Each path leaves TensorBoard points of every iteration, the checkpoints the documented cadence gives and a
-        completed manifest, its console shows no NaN, and a resume from its checkpoint counts on from there."""
+        completed manifest, its console shows no NaN; a resume from its checkpoint file counts on from there in a new
+        run, and a rerun with ``--resume auto`` and a larger total continues the run in place from its final
+        checkpoint, training only the rest."""
         common = ["--task", "Isaac-Cartpole", "--rl_library", library, "--ml_framework", framework]
         common += ["--num_envs", "64", "--device", "cpu"]
-        first = rlscale("train", *common, "--max_iterations", "3", "--log_root", str(tmp_path / "a"))
+        in_place = [*common, "--resume", "auto", "--log_root", str(tmp_path / "a")]
+        first = rlscale("train", *in_place, "--max_iterations", "3")
         assert first.returncode == 0, first.stderr[-3000:]
         assert "nan" not in first.stdout
+        assert "--resume auto: starting from scratch in" in first.stdout
         run_dir = only_run_dir(tmp_path / "a")
         assert most_tensorboard_points(run_dir) == 3
         manifest = json.loads((run_dir / "manifest.json").read_text())
@@ -59,14 +65,30 @@ class TestLibraryPaths:
         assert checkpoint.is_file()
         assert len(manifest["iterations"]) == 3
 
-        second = rlscale(
+        from_file = rlscale(
             "train", *common, "--max_iterations", "2", "--resume", str(checkpoint), "--log_root", str(tmp_path / "b")
         )
-        assert second.returncode == 0, second.stderr[-3000:]
+        assert from_file.returncode == 0, from_file.stderr[-3000:]
         resumed = json.loads((only_run_dir(tmp_path / "b") / "manifest.json").read_text())
         assert (resumed["start_iteration"], resumed["iterations_completed"]) == (3, 5)
         assert [record["iteration"] for record in resumed["iterations"]] == [3, 4]
-        assert "it 5/5" in second.stdout
+        assert "it 5/5" in from_file.stdout
+
+        continued = rlscale("train", *in_place, "--max_iterations", "5")
+        assert continued.returncode == 0, continued.stderr[-3000:]
+        assert only_run_dir(tmp_path / "a") == run_dir  # the rerun appended to the first run's directory
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        assert (manifest["start_iteration"], manifest["iterations_completed"]) == (3, 5)
+        assert [record["iteration"] for record in manifest["iterations"]] == [0, 1, 2, 3, 4]  # the first's kept
+        assert Path(manifest["resumed_from"]).name in continued.stdout and "(3/5)" in continued.stdout
+        assert Path(manifest["resumed_from"]).parent.is_relative_to(manifest["run_dir"])
+        segments = read_manifest(run_dir / "manifest.json").segments  # the first invocation's segment is kept
+        assert [(segment.first_iteration, segment.last_iteration) for segment in segments] == [(0, 2), (3, 4)]
+        assert [(segment.world_size, segment.num_envs_per_rank, segment.status) for segment in segments] == [
+            (1, 64, "completed")
+        ] * 2
+        assert segments[0].start_time <= segments[1].start_time == manifest["start_time"]
+        assert segments[1].wall_time_s == manifest["wall_time_s"] and segments[0].wall_time_s > 0
 
 
 class TestDeterminism:
@@ -99,45 +121,6 @@ class TestLearning:
         assert len(iterations) == 150
         assert iterations[0]["mean_episode_length"] < 150  # a random policy drops the pole early
         assert iterations[-1]["mean_episode_length"] >= 250
-
-
-class TestBadInput:
-    @pytest.mark.parametrize(
-        ("args", "message"),
-        [
-            (["--task", "Isaac-cartpole"], "known tasks: Isaac-Cartpole, Isaac-Cartpole-Direct"),
-            (["--task", "Isaac-Cartpole", "--rl_library", "sb3"], "--rl_library 'sb3'"),
-            (["--task", "Isaac-Cartpole", "--ml_framework", "tf"], "--ml_framework 'tf'"),
-            (["--task", "Isaac-Cartpole", "--ml_framework", "jax"], "needs --rl_library skrl"),
-            (["--task", "Isaac-Cartpole", "--num_envs", "0"], "--num_envs must be at least 1"),
-            (["--task", "Isaac-Cartpole", "--max_iterations", "0"], "--max_iterations must be at least 1"),
-            (["--task", "Isaac-Cartpole", "--seed", "-1"], "--seed must be non-negative"),
-            (["--task", "Isaac-Cartpole", "--device", "tpu"], "is not cpu, cuda or cuda:N"),
-            (["--task", "Isaac-Cartpole", "--resume", "missing.pt"], "no such checkpoint file"),
-            (["--task", "Isaac-Cartpole", "--agent", "algorithm.lr=1"], "no key 'algorithm.lr'"),
-            (["--task", "Isaac-Cartpole", "--distributed"], "use `rlscale train_multigpu`"),
-            (["--task", "Isaac-Ant-v0"], "closest: Rlscale-Ant (`rlscale list_tasks`)"),
-            (["--task", "Isaac-Cartpole", "env.num_envs=8"], "env.num_envs=8: pass --num_envs 8 instead"),
-            (["--task", "Isaac-Cartpole", "env.decimation=2.5"], "expected int, got '2.5'"),
-        ],
-    )
-    def test_one_line_exit_2_and_nothing_written(self, tmp_path, args, message):
-        """Each bad input is refused with exit code 2 and one error line, before any run directory exists."""
-        device = [] if "--device" in args else ["--device", "cpu"]
-        result = rlscale("train", *args, *device, "--log_root", str(tmp_path / "logs"))
-        assert result.returncode == 2
-        error_lines = [line for line in result.stderr.splitlines() if "error:" in line]
-        assert len(error_lines) == 1 and message in error_lines[0], result.stderr
-        assert not (tmp_path / "logs").exists()
-
-    def test_unreadable_checkpoint(self, tmp_path):
-        """A file that is not a weights-only checkpoint is refused before training starts."""
-        bad = tmp_path / "model_3.pt"
-        bad.write_bytes(b"not a checkpoint")
-        result = rlscale("train", "--task", "Isaac-Cartpole", "--device", "cpu", "--resume", str(bad),
-                         "--log_root", str(tmp_path / "logs"))  # fmt: skip
-        assert result.returncode == 2 and "cannot be loaded as weights only" in result.stderr
-        assert not (tmp_path / "logs").exists()
 
 
 class TestIsaacLabCommandLine:
