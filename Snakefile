@@ -15,7 +15,6 @@ report: "workflow/report/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
-include: "workflow/rules/parity_common.smk"
 include: "workflow/rules/validate.smk"
 include: "workflow/rules/plan.smk"
 include: "workflow/rules/probe.smk"

@@ -406,7 +406,7 @@ class TestCancelTwoNodeJob:
         """Before scancel, each node had its launcher, torchrun and rank."""
         for node in NODES:
             commands = [command for where, command in cancelled.running if where == node]
-            assert any("scripts/train.py" in command for command in commands), (node, commands)
+            assert any("rlscale.study run" in command for command in commands), (node, commands)
             assert any("rlscale.launch.torchrun" in command for command in commands), (node, commands)
             assert any("launch/worker.py" in command for command in commands), (node, commands)
 

@@ -13,6 +13,8 @@ from test_study_workflow import job_blocks, job_env, snakemake
 
 from rlscale.study import job_runner
 from rlscale.study.job_runner import GRANT_EXIT_CODE, run_leased
+from rlscale.study.paths import JobKind
+from rlscale.study.plan import STAGE_OF_KIND
 from rlscale.study.stage_policy import STAGE_POLICIES, Stage, StagePolicy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,12 +57,13 @@ def test_a_stage_measuring_speed_holds_its_gpus_alone_too():
 
 
 def test_stages_are_the_workflows_leased_rules():
-    """Every rule that asks for GPUs reads its stage's row, and its name is the stage's or starts with it; every
-    stage has such a rule."""
+    """Every rule that asks for GPUs asks for its kind of job's (whose stage's row decides), its name is the kind's,
+    and the kind's stage is the one the rule is named after; every stage has such a rule."""
     gpus = rule_gpus()
     assert gpus, "no rule asks for GPUs: the parse found nothing"
     for rule, expression in gpus.items():
-        assert expression == f"stage_gpus(Stage.{stage_of(rule).name})", rule
+        assert expression == f"gpus_of(JobKind.{JobKind(rule).name})", rule
+        assert STAGE_OF_KIND[JobKind(rule)] == stage_of(rule), rule
     assert {stage_of(rule) for rule in gpus} == set(Stage)
 
 

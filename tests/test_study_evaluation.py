@@ -22,6 +22,8 @@ from rlscale.study.aggregate import SCALING_COLUMNS
 from rlscale.study.config import StudyConfigError, validated_config
 from rlscale.study.evaluation import env_steps_at, evaluated_tasks, evaluation_cells, run_checkpoints
 from rlscale.study.evaluation_table import CheckpointResult, RunEvaluation, evaluation_table, read_evaluation
+from rlscale.study.paths import JobKind
+from rlscale.study.plan import Job, RunArgs
 from rlscale.study.plan_summary import plan_lines
 from rlscale.study.stage_policy import Stage
 from rlscale.study.summary import evaluation_markdown, summary_markdown
@@ -200,7 +202,6 @@ class TestEvaluationJob:
         """The job runs one `rlscale evaluate` of every checkpoint on one leased GPU, and writes each result with the
         iterations it had finished and the global env steps then."""
         from rlscale.study import stages
-        from rlscale.study.job_args import read_cell
 
         leased = []
 
@@ -214,9 +215,9 @@ class TestEvaluationJob:
 
         monkeypatch.setattr(stages, "run_leased", fake_run_leased)
         output = tmp_path / "evaluate" / "seed1.json"
-        cell = read_cell(["--num_envs", "1000", "--seed", "0"], "cuda")
         record = self.parity_run(tmp_path)
-        assert stages.evaluate(cell, record=record, every_checkpoint=True, granted=1, output=output) == 0
+        job = evaluation_job(record, output, "cuda", RunArgs(num_envs=1000, seed=0), every_checkpoint=True)
+        assert stages.evaluate(job, granted=1) == 0
         [(command, lease)] = leased
         assert command[3:6] == ["evaluate", "--checkpoint", str(tmp_path / "logs/run/model_0.pt")]
         assert command[-6:] == ["--num_envs", "1000", "--seed", "0", "--device", "cuda"]
@@ -229,14 +230,21 @@ class TestEvaluationJob:
     def test_a_failed_evaluation_writes_nothing(self, tmp_path, monkeypatch):
         """When `rlscale evaluate` fails, the job fails with its exit code and leaves no result for Snakemake."""
         from rlscale.study import stages
-        from rlscale.study.job_args import read_cell
 
         monkeypatch.setattr(stages, "run_leased", lambda command, **lease: 2)
         output = tmp_path / "evaluate" / "seed1.json"
-        cell = read_cell(["--num_envs", "5"], "cpu")
         record = self.parity_run(tmp_path)
-        assert stages.evaluate(cell, record=record, every_checkpoint=False, granted=0, output=output) == 2
+        assert stages.evaluate(evaluation_job(record, output, "cpu", RunArgs(num_envs=5)), granted=0) == 2
         assert not output.exists() and list(output.parent.iterdir()) == []
+
+
+def evaluation_job(record: Path, output: Path, device: str, run: RunArgs, every_checkpoint: bool = False) -> Job:
+    """The record of an evaluation job of the run whose manifest is ``record``."""
+    kind = JobKind.EVALUATE_PARITY if every_checkpoint else JobKind.EVALUATE_TRAIN
+    return Job(
+        id="evaluate/x", kind=kind, device=device, output=str(output), run=run,
+        record=str(record), every_checkpoint=every_checkpoint,
+    )  # fmt: skip
 
 
 def test_plan_names_the_evaluation_only_where_a_task_has_one():

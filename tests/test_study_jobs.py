@@ -24,8 +24,9 @@ from rlscale.manifest import RunManifest
 from rlscale.study import job_runner
 from rlscale.study.checks import check_config, check_gpu_limit, node_split
 from rlscale.study.config import StudyConfigError, effective_config, envs_for, validated_config
-from rlscale.study.job_args import read_cell
 from rlscale.study.job_runner import GRANT_EXIT_CODE, multinode_args, run_leased, run_multinode
+from rlscale.study.paths import JobKind
+from rlscale.study.plan import Job, Library, RunArgs
 from rlscale.study.stage_policy import Stage
 from rlscale.study.verdict import PARITY_METRICS_ENV, parity_metric, validation_verdict
 
@@ -361,17 +362,31 @@ class TestValidationVerdict:
         )
 
 
-@pytest.mark.parametrize("script", ["plan", "check_task", "validate", "train", "probe", "parity", "benchmark"])
-def test_bad_launcher_options_are_one_line(script):
-    """A scripts/ launcher refuses a bad option of its own in one line, exit 2, like every rlscale command."""
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / f"{script}.py"), "--device", "tpu"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+TRAIN_JOB = Job(
+    id="train/Isaac-Cartpole-Direct/rsl_rl/ws4",
+    kind=JobKind.TRAIN,
+    device="cuda",
+    output="m.json",
+    world_size=4,
+    run=RunArgs(task="Isaac-Cartpole-Direct", library=Library("rsl_rl", "torch"), num_envs=64, log_root="run"),
+)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "{not json"], "not a study job record"),
+        (["run", '{"id": "x"}', "--granted_gpus", "1"], "not a study job record"),
+        (["run", TRAIN_JOB.to_json()], "--granted_gpus is required"),
+        (["plan", TRAIN_JOB.to_json()], "--output"),
+        (["submit", TRAIN_JOB.to_json()], "invalid choice"),
+    ],
+)
+def test_bad_job_options_are_one_line(argv, message):
+    """The study's job entry point refuses a bad record or option in one line, exit 2, like every rlscale command."""
+    result = subprocess.run([sys.executable, "-m", "rlscale.study", *argv], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
-    assert result.stderr.count("\n") == 1 and "--device" in result.stderr
+    assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
 
 
 class TestGrantCheck:
@@ -419,19 +434,18 @@ class TestGrantCheck:
         assert run_leased(command, stage=Stage.TRAIN, gpus=2, granted=2, world_size=2, environ=environ) == 0
         assert json.loads(out.read_text()) == ["3,5", ["--num_gpus", "2"]]
 
-    def test_launcher_script_refuses(self, tmp_path):
-        """scripts/train.py, as the rule runs it with a shrunk grant, exits 3 with the message, touching nothing."""
+    def test_a_job_refuses(self, tmp_path):
+        """A train job, run as its rule runs it with a shrunk grant, exits 3 with the message, touching nothing."""
         previous = tmp_path / "run" / "previous.txt"
         previous.parent.mkdir()
         previous.write_text("checkpoint of the last run")
         env = {**os.environ, "RLSCALE_LEASE_DIR": str(tmp_path / "lease"), "RLSCALE_LEASE_GPUS": "0,1,2,3"}
         result = subprocess.run(
-            [sys.executable, str(ROOT / "scripts" / "train.py"), "--world_size", "4", "--device", "cuda"]
-            + ["--granted_gpus", "2", "--output", str(tmp_path / "m.json")]
-            + ["--", "--task", "Isaac-Cartpole-Direct", "--log_root", str(tmp_path / "run")],
+            [sys.executable, "-m", "rlscale.study", "run", TRAIN_JOB.to_json(), "--granted_gpus", "2"],
             capture_output=True,
             text=True,
             env=env,
+            cwd=tmp_path,
             timeout=120,
         )
         assert result.returncode == GRANT_EXIT_CODE
@@ -445,7 +459,7 @@ from rlscale.study.job_runner import run_leased
 from rlscale.study.stage_policy import Stage
 sys.exit(run_leased(sys.argv[1:], stage=Stage.TRAIN, gpus=1, granted=1, world_size=1))
 """
-"""A one-GPU study job, as scripts/ runs it: its command is the rest of argv."""
+"""A one-GPU study job's lease: its command is the rest of argv."""
 
 COMMAND = """
 import os, signal, sys, time
@@ -558,35 +572,17 @@ class TestMultiNode:
 
 
 class TestBenchmarkRunsPerSeed:
-    CELL = ["--task", "T", "--seeds", "1", "2", "3", "--output_path", "out/seed{seed}.json"]
+    CELL = RunArgs(task="T", seeds=(1, 2, 3), output_path="out/seed{seed}.json")
 
     def test_a_cell_is_one_run(self):
-        """Without the peer, every seed runs in one warm process, with the arguments as the rule wrote them."""
-        assert read_cell(self.CELL, "cuda").per_seed_argv() == [[*self.CELL, "--device", "cuda"]]
+        """Without the peer, every seed runs in one warm process."""
+        assert self.CELL.per_seed() == [self.CELL]
+        assert self.CELL.options() == ["--task", "T", "--output_path", "out/seed{seed}.json", "--seeds", "1", "2", "3"]
 
     def test_peer_runs_one_process_per_seed(self):
         """The peer is a cold process, so with it the cell runs once per seed, each with that seed alone."""
-        runs = read_cell([*self.CELL, "--peer"], "cuda").per_seed_argv()
-        assert runs == [
-            ["--output_path", "out/seed{seed}.json", "--task", "T", "--seeds", seed, "--device", "cuda", "--peer"]
-            for seed in ("1", "2", "3")
-        ]
-
-
-class TestJobCell:
-    def test_values_are_read_once_and_arguments_pass_unchanged(self):
-        """The stage reads the cell's values from the cell; the rule's arguments reach rlscale as written."""
-        args = ["--task", "T", "--rl_library", "skrl", "--num_envs", "64", "--seed", "7", "--log_root", "runs/x"]
-        cell = read_cell(args, "cpu")
-        assert (cell.task, cell.num_envs, cell.seeds, str(cell.log_root)) == ("T", 64, (7,), "runs/x")
-        assert cell.argv() == [*args, "--device", "cpu"]
-
-    def test_device_is_the_launchers_option(self, capsys):
-        """--device among the rlscale arguments would pass it twice: one line, exit 2."""
-        with pytest.raises(SystemExit) as exit_info:
-            read_cell(["--task", "T", "--device", "cpu"], "cpu")
-        assert exit_info.value.code == 2
-        assert capsys.readouterr().err.count("\n") == 1
+        runs = RunArgs(task="T", seeds=(1, 2, 3), peer=True).per_seed()
+        assert [run.options() for run in runs] == [["--task", "T", "--seeds", seed, "--peer"] for seed in "123"]
 
 
 JAX_CACHE_PROBE = """

@@ -25,6 +25,7 @@ import pytest
 from rlscale_command import rlscale
 
 from rlscale.study.aggregate import SCALING_COLUMNS
+from rlscale.study.plan import Job
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -65,6 +66,12 @@ def job_blocks(output: str) -> list[dict[str, str]]:
         command = re.search(r"^Shell command: (.*)$", block, re.MULTILINE)
         jobs.append({"rule": head.group(1), **fields, "shell": command.group(1) if command else ""})
     return jobs
+
+
+def job_of(shell: str) -> Job:
+    """The job record a rule's shell command hands to ``python -m rlscale.study run`` (or ``plan``)."""
+    words = shlex.split(shell)
+    return Job.from_json(words[words.index("rlscale.study") + 2])
 
 
 @pytest.fixture(scope="module")
@@ -344,9 +351,11 @@ class TestDryRun:
         assert any("Isaac-Cartpole-Direct" in run[1] for run in runs)
         assert set(evaluations) == robot_runs  # each robot run once, no Cartpole run
         for (stage, _), job in evaluations.items():  # one GPU each, shared through the lease: none from Snakemake
-            assert "gpu=0" in job["resources"] and "--device cuda --granted_gpus 0 " in job["shell"]
-            assert "-- --num_envs 1000 --seed 0 " in job["shell"]
-            assert ("--every_checkpoint" in job["shell"]) == (stage == "parity")
+            assert "gpu=0" in job["resources"] and " --granted_gpus 0 " in job["shell"]
+            record = job_of(job["shell"])
+            assert (record.device, record.gpus) == ("cuda", 1)
+            assert record.rlscale_args() == ["--num_envs", "1000", "--seed", "0", "--device", "cuda"]
+            assert record.every_checkpoint == (stage == "parity")
         plan = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("plan evaluation")]
         assert len(plan) == 1 and "Rlscale-Go1-Flat, Rlscale-G1-Flat:" in plan[0] and "Cartpole" not in plan[0]
 
@@ -366,8 +375,9 @@ class TestDryRun:
         jobs = job_blocks(result.stdout)
         trains = {job["wildcards"]: job for job in jobs if job["rule"] == "train"}
         train4 = next(job for wildcards, job in trains.items() if "ws=4" in wildcards and "Cartpole" in wildcards)
-        assert "gpu=0" in train4["resources"]
-        assert "--world_size 4 --device cuda --granted_gpus 0" in train4["shell"]
+        assert "gpu=0" in train4["resources"] and " --granted_gpus 0 " in train4["shell"]
+        record = job_of(train4["shell"])
+        assert (record.world_size, record.nodes, record.device, record.gpus) == (4, 1, "cuda", 4)
         grants: dict[str, set[tuple[int, int]]] = {}  # rule: its jobs' (world size, gpu)
         for job in jobs:
             gpu = re.search(r"\bgpu=(\d+)", job.get("resources", ""))
@@ -379,9 +389,9 @@ class TestDryRun:
         for rule in ("probe", "benchmark", "benchmark_single_seed"):
             assert all(size == gpu for size, gpu in grants[rule]), rule
         assert (4, 4) in grants["benchmark"]
-        assert "--num_envs 1024 --max_iterations 30" in train4["shell"]
+        assert (record.run.num_envs, record.run.max_iterations) == (1024, 30)
         ant4 = next(job for wildcards, job in trains.items() if "ws=4" in wildcards and "Rlscale-Ant" in wildcards)
-        assert "--num_envs 16384 --max_iterations 30" in ant4["shell"]  # num_envs_per_task: its largest.
+        assert (job_of(ant4["shell"]).run.num_envs, job_of(ant4["shell"]).run.max_iterations) == (16384, 30)  # largest
 
     def test_agent_overrides_reach_every_run_of_their_library(self, tmp_path):
         """A library's agent_overrides are on its validate, plan/train, benchmark and parity command lines, and on
@@ -402,8 +412,8 @@ class TestDryRun:
         assert carried == {"validate", "plan", "train", "benchmark", "benchmark_single_seed", "parity"}
         others = [job for job in jobs if "library=rsl_rl" not in job["wildcards"]]  # skrl's, and env-only runtime
         assert others and not any("agent.algorithm.gamma" in job["shell"] for job in others)
-        training = next(job for job in jobs if job["rule"] == "benchmark")
-        assert "--seeds 1 2 3 " in training["shell"] and "/seed{seed}.json'" in training["shell"]
+        training = job_of(next(job for job in jobs if job["rule"] == "benchmark")["shell"])
+        assert training.run.seeds == (1, 2, 3) and training.run.output_path.endswith("/seed{seed}.json")
 
     def test_gpu_limit_below_a_world_size_is_refused(self, tmp_path):
         """--resources gpu=2 with world size 4: Snakemake would shrink the ws4 jobs' grant to 2 and they would fail
@@ -470,15 +480,21 @@ class TestSlurmProfile:
     def test_multinode_command(self, dry_run):
         """The multi-node train job is srun, one launcher per node with its cores and GPUs, 2 nodes of 4 GPUs."""
         job = next(job for job in dry_run if job["rule"] == "train_multinode")
-        assert job["shell"].startswith("srun --ntasks-per-node=1 --cpus-per-task=4 --gres=gpu:4 ")
-        assert "scripts/train.py --world_size 8 --device cuda --nodes 2 --rdzv_port 29400 " in job["shell"]
-        assert "--task Isaac-Cartpole-Direct --rl_library rsl_rl --ml_framework torch --num_envs 4096" in job["shell"]
+        assert job["shell"].startswith("srun --ntasks-per-node=1 --cpus-per-task=4 --gres=gpu:4 --nodes=2 --ntasks=2 ")
+        assert "--granted_gpus" not in job["shell"]
+        record = job_of(job["shell"])
+        assert (record.world_size, record.nodes, record.device, record.rdzv_port) == (8, 2, "cuda", 29400)
+        assert (record.run.task, record.run.library.name, record.run.num_envs) == (
+            "Isaac-Cartpole-Direct",
+            "rsl_rl",
+            4096,
+        )
 
     def test_single_node_command(self, dry_run):
         """A single-node GPU job is the plain launcher with its grant (the plugin's jobstep wraps it in srun)."""
         job = next(job for job in dry_run if job["rule"] == "train" and "ws=4" in job["wildcards"])
-        assert not job["shell"].startswith("srun")
-        assert "--world_size 4 --device cuda --granted_gpus 4" in job["shell"]
+        assert not job["shell"].startswith("srun") and " --granted_gpus 4 " in job["shell"]
+        assert (job_of(job["shell"]).world_size, job_of(job["shell"]).nodes) == (4, 1)
 
     @staticmethod
     def sbatch(job: dict[str, str]) -> str:
@@ -516,14 +532,13 @@ class TestSlurmProfile:
 class TestLinters:
     def test_snakemake_lint(self, tmp_path):
         """snakemake --lint finds nothing but the per-rule conda/container advice (this is a pip/venv project) and the
-        interpreter and scripts/ named outside params, which is deliberate (common.smk says why)."""
+        interpreter named outside params, which is deliberate (common.smk says why)."""
         result = snakemake(tmp_path, "--lint", "--configfile", CONFIG)
         lints = re.findall(r"^\s+\* (.*?):?$", result.stdout + result.stderr, re.MULTILINE)
         assert lints, "lint printed nothing; did it run?"
         assert set(lints) == {
             "Specify a conda environment or container for each rule.",
             "Shell command directly uses variable PYTHON from outside of the rule",
-            "Shell command directly uses variable SCRIPTS from outside of the rule",
         }
 
     def test_snakefmt(self):

@@ -1,5 +1,5 @@
 """Four values a study job hands down (num_envs, world size, rl_library, device), followed from the train rule's
-command line to the spec a rank loads: each arrives intact, and each process parses them once.
+job record to the spec a rank loads: each arrives intact, and each process parses them once.
 
 No process starts: the study job's launch and the launcher's torchrun are intercepted where they would start one,
 and each next step runs in this process on what the previous one would have run.
@@ -8,6 +8,7 @@ and each next step runs in this process on what the previous one would have run.
 from __future__ import annotations
 
 import collections
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -21,15 +22,18 @@ from rlscale.launch.command import benchmark_launcher_cfg, parse_launcher_args
 from rlscale.launch.lease import LEASE_DIR_ENV
 from rlscale.run import args as run_args
 from rlscale.run import spec as run_spec
-from rlscale.study import job_args, job_runner, stages
+from rlscale.study import __main__ as study_main
+from rlscale.study import job_runner, stages
+from rlscale.study.paths import JobKind
+from rlscale.study.plan import Job, Library, RunArgs
 
-CELL = ["--task", "Isaac-Cartpole-Direct", "--rl_library", "rl_games", "--num_envs", "64", "--max_iterations", "1"]
+RUN = RunArgs(task="Isaac-Cartpole-Direct", library=Library("rl_games", "torch"), num_envs=64, max_iterations=1)
 
 
 @pytest.fixture
 def parses(monkeypatch) -> collections.Counter:
     """Counts, by name, the parses of the four values: ``Device.parse``, the ranks' argument parser (``num_envs``, the
-    ranks' device) and whether ``--rl_library`` reaches it as text, the study job's cell and node split."""
+    ranks' device) and whether ``--rl_library`` reaches it as text, the study job's record."""
     counts = collections.Counter()
 
     def counted(name, function):
@@ -47,8 +51,7 @@ def parses(monkeypatch) -> collections.Counter:
         return run_args.parse_command_line(parser, argv)
 
     monkeypatch.setattr(run_spec, "parse_command_line", counted("rank arguments", parse_rank_arguments))
-    monkeypatch.setattr(job_args, "read_cell", counted("cell", job_args.read_cell))
-    monkeypatch.setattr(job_args, "NodeSplit", counted("node split", job_args.NodeSplit))
+    monkeypatch.setattr(study_main.Job, "from_json", counted("job record", study_main.Job.from_json))
     return counts
 
 
@@ -56,16 +59,21 @@ def test_four_values_from_the_study_cell_to_the_rank(parses, monkeypatch, tmp_pa
     monkeypatch.setenv(LEASE_DIR_ENV, str(tmp_path / "leases"))
     monkeypatch.delenv(run_spec.RUN_SPEC_ENV, raising=False)
     log_root = tmp_path / "run"
-    script_argv = ["--world_size", "2", "--device", "cpu", "--granted_gpus", "0", "--"]
-    script_argv += [*CELL, "--log_root", str(log_root)]
+    job = Job(
+        id="train/Isaac-Cartpole-Direct/rl_games/ws2",
+        kind=JobKind.TRAIN,
+        device="cpu",
+        output=str(tmp_path / "manifest.json"),
+        world_size=2,
+        run=dataclasses.replace(RUN, log_root=str(log_root)),
+    )
 
-    # The study job (scripts/train.py): its options and the cell, read once; the launcher command it would run.
+    # The study job (python -m rlscale.study run): its record read once; the launcher command it would run.
     launched = []
     monkeypatch.setattr(job_runner, "run_supervised", lambda command, env, **kwargs: launched.append(command) or 0)
-    args, cell = job_args.parse_job_args(job_args.job_parser("train", ranks=True), script_argv)
     monkeypatch.setattr(stages, "collect_manifest", lambda run_root, output: 0)
-    assert stages.train(cell, output=tmp_path / "manifest.json", split=args.split, granted=args.granted_gpus) == 0
-    assert (parses["cell"], parses["node split"], parses["device"], parses["rank arguments"]) == (1, 1, 0, 0)
+    assert study_main.main(["run", job.to_json(), "--granted_gpus", "0"]) == 0
+    assert (parses["job record"], parses["device"], parses["rank arguments"]) == (1, 0, 0)
     (command,) = launched
     assert command[command.index("-m") + 1 :][:2] == ["rlscale", "train_multigpu"]
 

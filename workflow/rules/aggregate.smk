@@ -1,18 +1,21 @@
+from rlscale.study.job_times import JOB_TIMES_ENV
+from rlscale.study.plan_summary import plan_lines
+
 # Stage 6: read every bundle, refuse incompatible ones, and write the scaling table, plots and summary (which shows
 # the parity stage's table and plots, and the evaluation stage's tables, too).
 
 
 rule aggregate:
     input:
-        training=[path for path, _ in training_cells()],
-        other=other_bundles(),
-        train=[path for path, _ in train_cells()],
+        training=[path for path, _ in PLAN.training_cells],
+        other=PLAN.other_bundles(),
+        train=[path for path, _ in PLAN.train_cells],
         parity=rules.parity_aggregate.output.csv,
         parity_plots=[
             rules.parity_aggregate.output.env_steps,
             rules.parity_aggregate.output.wall_time,
         ],
-        evaluations=[cell["path"] for cell in EVALUATION_CELLS],
+        evaluations=[cell["path"] for cell in PLAN.evaluation_cells],
     output:
         csv=report(
             "results/{study}/scaling.csv",
@@ -48,13 +51,13 @@ rule aggregate:
         "logs/{study}/aggregate.log",
     localrule: True
     params:
-        device=DEVICE,
+        device=STUDY["device"],
         device_reason=STUDY["device_reason"],
         plan=plan_lines(STUDY),
-        training_cells=[cell for _, cell in training_cells()],
-        train_cells=[cell for _, cell in train_cells()],
-        evaluation_cells=EVALUATION_CELLS,
+        training_cells=[cell for _, cell in PLAN.training_cells],
+        train_cells=[cell for _, cell in PLAN.train_cells],
+        evaluation_cells=PLAN.evaluation_cells,
         evaluation_envs=STUDY["evaluation"]["num_envs"],
-        job_times=os.environ[JOB_TIMES_ENV],
+        job_times=os.environ[JOB_TIMES_ENV],  # set by job_environment (common.smk)
     script:
         "../../scripts/aggregate.py"

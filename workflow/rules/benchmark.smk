@@ -11,59 +11,34 @@ rule benchmark:
         validation_of,
         probe=probe_of,
     output:
-        bundles=training_bundles(),
+        bundles=expand(
+            paths.TRAINING_BUNDLE, seed=PLAN.config.seeds, allow_missing=True
+        ),
     log:
-        "logs/{study}/benchmark/training/{task}/{library}/ws{ws}/envs{envs}.log",
+        paths.job_log(JobKind.TRAINING_BENCHMARK),
     wildcard_constraints:
         ws=one_of(SINGLE_NODE),
     threads: rank_threads
     resources:
-        gpu=stage_gpus(Stage.BENCHMARK),
+        gpu=gpus_of(JobKind.TRAINING_BENCHMARK),
     params:
-        args=training_args,
-        device=DEVICE,
-        log_root=benchmark_log_root,
-        output=training_bundle_pattern,
+        job=job_of(JobKind.TRAINING_BENCHMARK),
+        launcher="",
+        grant=grant,
     shell:
-        "{PYTHON} {SCRIPTS}/benchmark.py --workflow training --world_size {wildcards.ws} "
-        "--device {params.device} --granted_gpus {resources.gpu} "
-        "-- {params.args} --log_root {params.log_root} --output_path {params.output:q} > {log} 2>&1"
+        "{params.launcher}{PYTHON} -m rlscale.study run {params.job:q} {params.grant} > {log} 2>&1"
 
 
-# Multi-node: one srun task (launcher) per node, c10d rendezvous on the allocation's first node. srun names its node
-# and task counts: the SLURM executor's job step drops SLURM_NNODES and SLURM_NTASKS from the job's environment, and a
-# bare srun then starts one task on one node.
-rule benchmark_multinode:
-    input:
-        validation_of,
-        probe=probe_of,
-    output:
-        bundles=training_bundles(),
-    log:
-        "logs/{study}/benchmark/training/{task}/{library}/ws{ws}/envs{envs}.log",
+use rule benchmark as benchmark_multinode with:
     wildcard_constraints:
         ws=one_of(MULTI_NODE),
-    threads: node_threads
+    threads: STUDY["gpus_per_node"]
     resources:
-        nodes=node_count,
-        tasks=node_count,
-        mpi="srun",
-        gres=node_gres,
-        tasks_per_gpu=0,
+        **MULTI_NODE_RESOURCES,
     params:
-        args=training_args,
-        device=DEVICE,
-        nodes=node_count,
-        rdzv_port=lookup(dpath="rdzv_port", within=STUDY),
-        log_root=benchmark_log_root,
-        output=training_bundle_pattern,
-    shell:
-        "{resources.mpi} --ntasks-per-node=1 --cpus-per-task={threads} --gres={resources.gres} "
-        "--nodes={params.nodes} --ntasks={params.nodes} "
-        "{PYTHON} {SCRIPTS}/benchmark.py --workflow training "
-        "--world_size {wildcards.ws} --device {params.device} --nodes {params.nodes} "
-        "--rdzv_port {params.rdzv_port} "
-        "-- {params.args} --log_root {params.log_root} --output_path {params.output:q} > {log} 2>&1"
+        job=job_of(JobKind.TRAINING_BENCHMARK),
+        launcher=srun,
+        grant="",
 
 
 rule benchmark_single_seed:
@@ -71,55 +46,33 @@ rule benchmark_single_seed:
         validation_of,
         probe=probe_of,
     output:
-        bundle="results/{study}/benchmark/{workflow}/{task}/{library}/ws{ws}/envs{envs}/seed{seed}.json",
+        bundle=paths.BUNDLE,
     log:
-        "logs/{study}/benchmark/{workflow}/{task}/{library}/ws{ws}/envs{envs}/seed{seed}.log",
+        paths.job_log(JobKind.SINGLE_SEED_BENCHMARK),
     wildcard_constraints:
         workflow="startup|runtime",
         library=one_of([*LIBRARIES, ENV_ONLY]),
         ws=one_of(SINGLE_NODE),
     threads: rank_threads
     resources:
-        gpu=stage_gpus(Stage.BENCHMARK),
+        gpu=gpus_of(JobKind.SINGLE_SEED_BENCHMARK),
     params:
-        args=single_seed_args,
-        device=DEVICE,
-        log_root=single_seed_log_root,
+        job=job_of(JobKind.SINGLE_SEED_BENCHMARK),
+        launcher="",
+        grant=grant,
     shell:
-        "{PYTHON} {SCRIPTS}/benchmark.py --workflow {wildcards.workflow} --world_size {wildcards.ws} "
-        "--device {params.device} --granted_gpus {resources.gpu} "
-        "-- {params.args} --log_root {params.log_root} --output_path {output.bundle} > {log} 2>&1"
+        "{params.launcher}{PYTHON} -m rlscale.study run {params.job:q} {params.grant} > {log} 2>&1"
 
 
-rule benchmark_single_seed_multinode:
-    input:
-        validation_of,
-        probe=probe_of,
-    output:
-        bundle="results/{study}/benchmark/{workflow}/{task}/{library}/ws{ws}/envs{envs}/seed{seed}.json",
-    log:
-        "logs/{study}/benchmark/{workflow}/{task}/{library}/ws{ws}/envs{envs}/seed{seed}.log",
+use rule benchmark_single_seed as benchmark_single_seed_multinode with:
     wildcard_constraints:
         workflow="startup|runtime",
         library=one_of([*LIBRARIES, ENV_ONLY]),
         ws=one_of(MULTI_NODE),
-    threads: node_threads
+    threads: STUDY["gpus_per_node"]
     resources:
-        nodes=node_count,
-        tasks=node_count,
-        mpi="srun",
-        gres=node_gres,
-        tasks_per_gpu=0,
+        **MULTI_NODE_RESOURCES,
     params:
-        args=single_seed_args,
-        device=DEVICE,
-        nodes=node_count,
-        rdzv_port=lookup(dpath="rdzv_port", within=STUDY),
-        log_root=single_seed_log_root,
-    shell:
-        "{resources.mpi} --ntasks-per-node=1 --cpus-per-task={threads} --gres={resources.gres} "
-        "--nodes={params.nodes} --ntasks={params.nodes} "
-        "{PYTHON} {SCRIPTS}/benchmark.py --workflow {wildcards.workflow} "
-        "--world_size {wildcards.ws} --device {params.device} --nodes {params.nodes} "
-        "--rdzv_port {params.rdzv_port} "
-        "-- {params.args} --log_root {params.log_root} --output_path {output.bundle} > {log} 2>&1"
+        job=job_of(JobKind.SINGLE_SEED_BENCHMARK),
+        launcher=srun,
+        grant="",

@@ -7,15 +7,11 @@ rule plan:
     input:
         validation_of,
     output:
-        "results/{study}/plan/{task}/{library}/ws{ws}.txt",
+        paths.PLAN,
     log:
         "logs/{study}/plan/{task}/{library}/ws{ws}.log",
     localrule: True
     params:
-        launch=plan_launch_args,
-        args=train_args,
-        visible=plan_visible_gpus,
-        device=DEVICE,
+        job=job_of(JobKind.TRAIN),
     shell:
-        "{PYTHON} {SCRIPTS}/plan.py --visible_gpus {params.visible} --device {params.device} --output {output} "
-        "-- {params.launch} {params.args} > {log} 2>&1"
+        "{PYTHON} -m rlscale.study plan {params.job:q} --output {output} > {log} 2>&1"

@@ -1,42 +1,35 @@
 # Stage 1: per task, `rlscale check_task` (the VecTask contract, on the study's device at validate_num_envs), and per
-# task x library, beside it, a short single-device `rlscale train` at the task's train env count (an MJX task then
-# compiles its step for that count here, and every later job loads it from the JAX cache). Every later job of the pair
-# waits for both, so a task that breaks the contract or does not train stops the study before any long job
+# task x library, beside it, a short single-device `rlscale train` at the task's train env count (a task that compiles
+# its step or kernels does so here, and every later job loads them from the study's cache). Every later job of the
+# pair waits for both, so a task that breaks the contract or does not train stops the study before any long job
 # (criterion: docs in the verdict and rlscale.study.verdict.VALIDATION_CRITERION).
 
 
 rule check_task:
     output:
-        report="results/{study}/validate/{task}/check_task.txt",
+        report=paths.CHECK_TASK_REPORT,
     log:
-        "logs/{study}/validate/{task}/check_task.log",
+        paths.job_log(JobKind.CHECK_TASK),
     threads: 1
     resources:
-        gpu=stage_gpus(Stage.CHECK_TASK),
+        gpu=gpus_of(JobKind.CHECK_TASK),
     params:
-        device=DEVICE,
-        num_envs=lookup(dpath="validate_num_envs", within=STUDY),
-        gpus=single_device_gpus,
+        job=job_of(JobKind.CHECK_TASK),
+        grant=grant,
     shell:
-        "{PYTHON} {SCRIPTS}/check_task.py --device {params.device} --num_envs {params.num_envs} --gpus {params.gpus} "
-        "--granted_gpus {resources.gpu} --output {output.report} -- --task {wildcards.task} > {log} 2>&1"
+        "{PYTHON} -m rlscale.study run {params.job:q} {params.grant} > {log} 2>&1"
 
 
 rule validate:
     output:
-        verdict="results/{study}/validate/{task}/{library}.json",
+        verdict=paths.VERDICT,
     log:
-        "logs/{study}/validate/{task}/{library}.log",
+        paths.job_log(JobKind.VALIDATE),
     threads: 1
     resources:
-        gpu=stage_gpus(Stage.VALIDATE),
+        gpu=gpus_of(JobKind.VALIDATE),
     params:
-        device=DEVICE,
-        args=validate_args,
-        iterations=lookup(dpath="iterations/validate", within=STUDY),
-        gpus=single_device_gpus,
-        run_root="results/{study}/validate/{task}/{library}",
+        job=job_of(JobKind.VALIDATE),
+        grant=grant,
     shell:
-        "{PYTHON} {SCRIPTS}/validate.py --device {params.device} --iterations {params.iterations} --gpus {params.gpus} "
-        "--granted_gpus {resources.gpu} --run_root {params.run_root} --output {output.verdict} "
-        "-- {params.args} > {log} 2>&1"
+        "{PYTHON} -m rlscale.study run {params.job:q} {params.grant} > {log} 2>&1"

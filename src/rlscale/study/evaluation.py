@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rlscale.manifest import MANIFEST_NAME, RunManifest, run_directory_of
+from rlscale.manifest import RunManifest, run_directory_of
+from rlscale.study.paths import EVALUATION_OF_PARITY, EVALUATION_OF_TRAIN
 
 
 def evaluated_tasks(tasks: Iterable[str]) -> list[str]:
@@ -20,15 +21,6 @@ def evaluated_tasks(tasks: Iterable[str]) -> list[str]:
     from rlscale.run.checkpoint_policy import is_velocity_task
 
     return [task for task in tasks if is_velocity_task(task)]
-
-
-def evaluation_path(study: str, record: str, stage: str) -> str:
-    """Where the evaluation of a run goes: its record's path, moved from ``results/<study>/<stage>/`` to
-    ``results/<study>/evaluate/<stage>/`` (a train run's ``.../ws2/manifest.json`` becomes ``.../ws2.json``)."""
-    relative = Path(record).relative_to(Path("results", study, stage))
-    if relative.name == MANIFEST_NAME:
-        relative = relative.parent.with_suffix(".json")
-    return str(Path("results", study, "evaluate", stage, relative))
 
 
 def evaluation_cells(
@@ -48,7 +40,9 @@ def evaluation_cells(
         if cell["task"] in evaluated:
             cells.append(
                 {
-                    "path": evaluation_path(name, record, "train"),
+                    "path": EVALUATION_OF_TRAIN.format(
+                        study=name, task=cell["task"], library=cell["library"], ws=cell["world_size"]
+                    ),
                     "record": record,
                     "stage": "train",
                     "task": cell["task"],
@@ -62,7 +56,14 @@ def evaluation_cells(
         if cell["task"] in evaluated:
             cells.append(
                 {
-                    "path": evaluation_path(name, cell["path"], "parity"),
+                    "path": EVALUATION_OF_PARITY.format(
+                        study=name,
+                        task=cell["task"],
+                        library=cell["rl_library"],
+                        ws=cell["world_size"],
+                        variant=cell["variant"],
+                        seed=cell["seed"],
+                    ),
                     "record": cell["path"],
                     "stage": "parity",
                     **{key: cell[key] for key in ("task", "rl_library", "world_size", "variant", "seed")},

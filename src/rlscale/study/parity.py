@@ -17,6 +17,7 @@ from rlscale.rl import LIBRARIES
 from rlscale.rl.agent_defaults import agent_cfg as default_agent_cfg
 from rlscale.rl.rank_scaling import LR_SCALINGS
 from rlscale.study.config import envs_for
+from rlscale.study.paths import PARITY_RECORD
 
 
 def variant_name(lr_scaling: str, normalizer_sync: bool) -> str:
@@ -102,8 +103,14 @@ def parity_cells(
                     for seed in parity["seeds"]:
                         cells.append(
                             {
-                                "path": f"results/{study['study']}/parity/{task}/{library}/ws{world_size}/{variant}/"
-                                f"seed{seed}.json",
+                                "path": PARITY_RECORD.format(
+                                    study=study["study"],
+                                    task=task,
+                                    library=library,
+                                    ws=world_size,
+                                    variant=variant,
+                                    seed=seed,
+                                ),
                                 "task": task,
                                 "rl_library": library,
                                 "variant": variant,
