@@ -13,6 +13,7 @@ belongs to a job and a node by the ``SLURM_JOB_ID`` and ``SLURMD_NODENAME`` in i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -25,6 +26,8 @@ from types import SimpleNamespace
 
 import psutil
 import pytest
+
+from rlscale.study.plan import Job
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -189,11 +192,20 @@ def submit(sbatch: str, wrap: str, workdir: Path) -> str:
     return result.stdout.strip().split(";")[0]
 
 
-def submit_on_cpu(job: dict, workdir: Path, **replace: str) -> str:
-    """Submit a ``*_multinode`` dry-run job as the plugin would, its ranks on CPU; ``replace`` edits its shell."""
-    shell = job["shell"].replace("--device cuda", "--device cpu")
-    for old, new in replace.items():
-        shell = shell.replace(old, new)
+def job_record(job: dict) -> Job:
+    """The job record a dry-run job's shell hands to ``python -m rlscale.study run``."""
+    words = shlex.split(job["shell"])
+    return Job.from_json(words[words.index("rlscale.study") + 2])
+
+
+def submit_on_cpu(job: dict, workdir: Path, max_iterations: int | None = None) -> str:
+    """Submit a ``*_multinode`` dry-run job as the plugin would, its record changed to run its ranks on CPU (and for
+    ``max_iterations``, if given)."""
+    record = job_record(job)
+    run = record.run if max_iterations is None else dataclasses.replace(record.run, max_iterations=max_iterations)
+    changed = dataclasses.replace(record, device="cpu", run=run)
+    shell = job["shell"].replace(shlex.quote(record.to_json()), shlex.quote(changed.to_json()))
+    assert shell != job["shell"], "the record was not found in the job's shell"
     log = re.search(r"> (\S+) 2>&1$", shell).group(1)
     (workdir / log).parent.mkdir(parents=True, exist_ok=True)  # Snakemake makes a job's log directory
     return submit(plugin_sbatch(job, workdir), JOBSTEP_ENVIRONMENT + shell, workdir)
@@ -329,9 +341,7 @@ def multinode_jobs(tmp_path_factory) -> dict[str, dict]:
     jobs = dry_run_jobs(tmp_path_factory.mktemp("dry"), MULTINODE_OVERLAY, "--config", "device=cuda", "cluster=slurm")
     return {
         "train_multinode": next(job for job in jobs if job["rule"] == "train_multinode"),
-        "benchmark_multinode": next(
-            job for job in jobs if job["rule"] == "benchmark_multinode" and "--workflow training" in job["shell"]
-        ),
+        "benchmark_multinode": next(job for job in jobs if job["rule"] == "benchmark_multinode"),
     }
 
 
@@ -344,7 +354,7 @@ class TestTwoNodeJobs:
     def test_training(self, multinode_jobs, tmp_path):
         """One launcher per node, ranks meet at the c10d rendezvous on n1, train, and end in sync."""
         job = multinode_jobs["train_multinode"]
-        assert job["resources"]["nodes"] == 2 and "--nodes 2" in job["shell"]
+        assert job["resources"]["nodes"] == 2 and "--nodes=2 " in job["shell"] and job_record(job).nodes == 2
         job_id = submit_on_cpu(job, tmp_path)
         assert wait_until_finished(job_id, timeout=240) == "COMPLETED", (tmp_path / f"slurm-{job_id}.log").read_text()
         assert squeue([job_id], "%N|%D") == [["n[1-2]", "2"]]
@@ -378,8 +388,7 @@ def cancelled(multinode_jobs, tmp_path_factory) -> SimpleNamespace:
     """A 2-node train job cancelled once it has a checkpoint: its processes before and after scancel."""
     workdir = tmp_path_factory.mktemp("cancel")
     job = multinode_jobs["train_multinode"]
-    longer = {"--max_iterations 4 ": f"--max_iterations {CANCELLED_RUN_ITERATIONS} "}
-    job_id = submit_on_cpu(job, workdir, **longer)
+    job_id = submit_on_cpu(job, workdir, max_iterations=CANCELLED_RUN_ITERATIONS)
     deadline = time.monotonic() + 180
     while not list(workdir.rglob("model_2.pt")) and time.monotonic() < deadline:
         assert job_state(job_id) in UNFINISHED, (workdir / f"slurm-{job_id}.log").read_text()
@@ -393,7 +402,6 @@ def cancelled(multinode_jobs, tmp_path_factory) -> SimpleNamespace:
     return SimpleNamespace(
         workdir=workdir,
         job=job,
-        longer=longer,
         job_id=job_id,
         state=wait_until_finished(job_id, timeout=60),
         running=running,
@@ -418,7 +426,7 @@ class TestCancelTwoNodeJob:
         """The same job submitted again continues from the last checkpoint, every rank from the same one."""
         workdir = cancelled.workdir
         last = max(int(re.search(r"\d+", path.name).group()) for path in workdir.rglob("model_*.pt"))
-        job_id = submit_on_cpu(cancelled.job, workdir, **cancelled.longer)
+        job_id = submit_on_cpu(cancelled.job, workdir, max_iterations=CANCELLED_RUN_ITERATIONS)
         assert wait_until_finished(job_id, timeout=240) == "COMPLETED", (workdir / f"slurm-{job_id}.log").read_text()
         manifest = json.loads((workdir / TRAIN_WS2).read_text())
         assert manifest["status"] == "completed"
@@ -427,7 +435,8 @@ class TestCancelTwoNodeJob:
         assert len(set(manifest["rank_param_digests"])) == 1
 
 
-ENDLESS = {"--max_iterations 4 ": "--max_iterations 100000 "}
+ENDLESS = 100000
+"""Iterations of a run that a time limit or a cancel stops first."""
 
 
 @pytest.fixture(scope="module")
@@ -436,7 +445,7 @@ def timed_out(multinode_jobs, tmp_path_factory) -> SimpleNamespace:
     workdir = tmp_path_factory.mktemp("time_limit")
     job = {**multinode_jobs["train_multinode"]}
     job["resources"] = {**job["resources"], "runtime": 1}
-    job_id = submit_on_cpu(job, workdir, **ENDLESS)
+    job_id = submit_on_cpu(job, workdir, max_iterations=ENDLESS)
     # slurmctld checks time limits every 30 s; then SIGTERM, and SIGKILL KillWait (10 s) later.
     state = wait_until_finished(job_id, timeout=180)
     return SimpleNamespace(workdir=workdir, job_id=job_id, state=state, left=wait_for_no_process(job_id, within=60))
@@ -451,7 +460,7 @@ class TestTimeLimit:
         """The same job submitted again (what Snakemake's rerun does) continues from the last checkpoint."""
         workdir = timed_out.workdir
         last = max(int(re.search(r"\d+", path.name).group()) for path in workdir.rglob("model_*.pt"))
-        job_id = submit_on_cpu(multinode_jobs["train_multinode"], workdir, **ENDLESS)
+        job_id = submit_on_cpu(multinode_jobs["train_multinode"], workdir, max_iterations=ENDLESS)
         log = workdir / f"logs/ci_tiny/train/{TASK_DIR}/ws2.log"
         expected = f"--resume auto: continuing from model_{last}.pt ({last + 1}/100000)"
         deadline = time.monotonic() + 120
@@ -476,7 +485,7 @@ def gpu_jobs(tmp_path_factory) -> dict[str, dict]:
     extra = ["--config", "device=cuda", "cluster=slurm", "--set-resources", "train:cpus_per_gpu=1"]
     jobs = dry_run_jobs(tmp_path_factory.mktemp("gpu"), overlay, *extra)
     return {
-        "train": next(job for job in jobs if job["rule"] == "train" and "--world_size 2 " in job["shell"]),
+        "train": next(job for job in jobs if job["rule"] == "train" and job_record(job).world_size == 2),
         "train_multinode": next(job for job in jobs if job["rule"] == "train_multinode"),
     }
 
