@@ -27,7 +27,7 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from rlscale.study.plan import Job
+from rlscale.study.job import Job
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))

@@ -12,9 +12,9 @@ import pytest
 from test_study_workflow import job_blocks, job_env, snakemake
 
 from rlscale.study import job_runner
+from rlscale.study.job import STAGE_OF_KIND
 from rlscale.study.job_runner import GRANT_EXIT_CODE, run_leased
 from rlscale.study.paths import JobKind
-from rlscale.study.plan import STAGE_OF_KIND
 from rlscale.study.stage_policy import STAGE_POLICIES, Stage, StagePolicy
 
 ROOT = Path(__file__).resolve().parents[1]

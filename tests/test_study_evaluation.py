@@ -22,8 +22,8 @@ from rlscale.study.aggregate import SCALING_COLUMNS
 from rlscale.study.config import StudyConfigError, validated_config
 from rlscale.study.evaluation import env_steps_at, evaluated_tasks, evaluation_cells, run_checkpoints
 from rlscale.study.evaluation_table import CheckpointResult, RunEvaluation, evaluation_table, read_evaluation
+from rlscale.study.job import Job, RunArgs
 from rlscale.study.paths import JobKind
-from rlscale.study.plan import Job, RunArgs
 from rlscale.study.plan_summary import plan_lines
 from rlscale.study.stage_policy import Stage
 from rlscale.study.summary import evaluation_markdown, summary_markdown
@@ -221,7 +221,13 @@ class TestEvaluationJob:
         [(command, lease)] = leased
         assert command[3:6] == ["evaluate", "--checkpoint", str(tmp_path / "logs/run/model_0.pt")]
         assert command[-6:] == ["--num_envs", "1000", "--seed", "0", "--device", "cuda"]
-        assert lease == {"gpus": 1, "granted": 1, "world_size": 1, "stage": Stage.EVALUATE}
+        assert lease == {
+            "gpus": 1,
+            "granted": 1,
+            "world_size": 1,
+            "stage": Stage.EVALUATE,
+            "timed": job.timed("evaluate"),
+        }
         written = json.loads(output.read_text())
         assert written["record"] == str(record)
         assert [(entry["iterations"], entry["env_steps"]) for entry in written["checkpoints"]] == [(1, 100), (3, 300)]

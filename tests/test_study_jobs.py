@@ -24,9 +24,9 @@ from rlscale.manifest import RunManifest
 from rlscale.study import job_runner
 from rlscale.study.checks import check_config, check_gpu_limit, node_split
 from rlscale.study.config import StudyConfigError, effective_config, envs_for, validated_config
+from rlscale.study.job import Job, Library, RunArgs
 from rlscale.study.job_runner import GRANT_EXIT_CODE, multinode_args, run_leased, run_multinode
 from rlscale.study.paths import JobKind
-from rlscale.study.plan import Job, Library, RunArgs
 from rlscale.study.stage_policy import Stage
 from rlscale.study.verdict import PARITY_METRICS_ENV, parity_metric, validation_verdict
 

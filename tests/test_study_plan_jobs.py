@@ -17,8 +17,9 @@ import yaml
 from rlscale.run.args import build_parser, parse_command_line
 from rlscale.study import stages
 from rlscale.study.config import validated_config
+from rlscale.study.job import Job
 from rlscale.study.paths import JOB_IDS, JobKind
-from rlscale.study.plan import Job, StudyPlan
+from rlscale.study.plan import StudyPlan
 from rlscale.study.stage_policy import STAGE_POLICIES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,18 +44,30 @@ def first(plan: StudyPlan, kind: JobKind, world_size: int = 1) -> Job:
     return Job.from_json(job.to_json())
 
 
+class Started(list):
+    """The rlscale arguments of each command a stage would start, and what each one's job time record would name
+    (``timed``, for the commands started on leased GPUs)."""
+
+    timed: list
+
+
 @pytest.fixture
-def started(monkeypatch) -> list[list[str]]:
-    """The rlscale arguments of each command a stage would start (its process starts intercepted)."""
-    commands: list[list[str]] = []
+def started(monkeypatch) -> Started:
+    """The commands a stage would start (its process starts intercepted)."""
+    commands = Started()
+    commands.timed = []
 
     def rlscale_args(command):
         command = list(command)
         return command[command.index("rlscale") + 1 :]
 
-    monkeypatch.setattr(stages, "run_leased", lambda command, **_: commands.append(rlscale_args(command)) or 0)
+    def leased(command, timed=None, **_):
+        commands.timed.append(timed)
+        return commands.append(command) or 0
+
+    monkeypatch.setattr(stages, "run_leased", lambda command, **kw: leased(rlscale_args(command), **kw))
     monkeypatch.setattr(stages, "run_multinode", lambda command, **_: commands.append(rlscale_args(command)) or 0)
-    monkeypatch.setattr(stages, "launch", lambda args, **_: commands.append(list(args)) or 0)
+    monkeypatch.setattr(stages, "launch", lambda args, **kw: leased(list(args), **kw))
     monkeypatch.setattr(stages, "collect_manifest", lambda run_root, output: 0)
     monkeypatch.setattr(stages, "find_manifest", lambda run_root: None)
     monkeypatch.setattr(
@@ -131,6 +144,15 @@ def test_benchmark_commands(plan, study, started):
     seeds = command.index("--seeds")
     assert command[seeds + 1 : seeds + 1 + len(study["seeds"])] == [str(seed) for seed in study["seeds"]]
     assert command[command.index("--output_path") + 1].endswith("/ws4/envs16384/seed{seed}.json")
+    timed = started.timed.pop()  # the job time record: the command and the cell, from the record
+    assert timed.command == "benchmark training_multigpu"
+    assert timed.cell == {
+        "task": study["tasks"][0],
+        "library": training.run.library.name,
+        "world_size": "4",
+        "num_envs": "16384",
+        "seeds": " ".join(map(str, study["seeds"])),
+    }
     runtime = next(job for job in plan.jobs.values() if job.workflow == "runtime")
     assert stages.benchmark(Job.from_json(runtime.to_json()), granted=None) == 0
     command = started.pop()
@@ -143,6 +165,7 @@ def test_check_task_probe_and_plan_commands(plan, study, started, tmp_path, monk
     check = first(plan, JobKind.CHECK_TASK)
     stages.check_task(check, granted=0)
     assert started.pop() == ["check_task", study["tasks"][0], "--device", "cuda", "--num_envs", "256"]
+    assert started.timed.pop().cell == {"task": study["tasks"][0], "world_size": "1", "num_envs": "256"}
     probe = first(plan, JobKind.PROBE, world_size=2)
     stages.probe(probe, granted=2)
     assert started.pop() == ["nccl_probe", "--num_gpus", "2"]

@@ -25,7 +25,7 @@ import pytest
 from rlscale_command import rlscale
 
 from rlscale.study.aggregate import SCALING_COLUMNS
-from rlscale.study.plan import Job
+from rlscale.study.job import Job
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))

@@ -24,8 +24,8 @@ from rlscale.run import args as run_args
 from rlscale.run import spec as run_spec
 from rlscale.study import __main__ as study_main
 from rlscale.study import job_runner, stages
+from rlscale.study.job import Job, Library, RunArgs
 from rlscale.study.paths import JobKind
-from rlscale.study.plan import Job, Library, RunArgs
 
 RUN = RunArgs(task="Isaac-Cartpole-Direct", library=Library("rl_games", "torch"), num_envs=64, max_iterations=1)
 

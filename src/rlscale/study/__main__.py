@@ -1,7 +1,7 @@
 """The one entry point of the study's rules: ``python -m rlscale.study run JOB [--granted_gpus N]`` runs a job, and
 ``python -m rlscale.study plan JOB --output FILE`` saves the command a train job will run.
 
-``JOB`` is the job's :class:`~rlscale.study.plan.Job` record as JSON, which the rule takes from the study's plan
+``JOB`` is the job's :class:`~rlscale.study.job.Job` record as JSON, which the rule takes from the study's plan
 (:meth:`rlscale.study.plan.StudyPlan.job`). A bad option or record is one line and exit 2.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rlscale.argparsing import OneLineParser
-from rlscale.study.plan import Job
+from rlscale.study.job import Job
 
 
 def parser() -> OneLineParser:

@@ -27,7 +27,7 @@ from rlscale.dist import RUN_TIMESTAMP_ENV
 from rlscale.launch.lease import LeaseError, acquire, acquire_host
 from rlscale.launch.ranks import NodeSplit
 from rlscale.launch.supervise import FORCED_SHUTDOWN_S, GRACEFUL_SHUTDOWN_S, STRAGGLER_GRACE_S, run_supervised
-from rlscale.study.job_times import record_job
+from rlscale.study.job_times import TimedCommand, record_job
 from rlscale.study.stage_policy import STAGE_POLICIES, Stage
 
 GRANT_EXIT_CODE = 3
@@ -94,6 +94,7 @@ def run_leased(
     stdout: TextIO | None = None,
     environ: Mapping[str, str] | None = None,
     before: Callable[[], None] | None = None,
+    timed: TimedCommand | None = None,
 ) -> int:
     """Hold the host, lease ``gpus`` GPU ids on it, then run ``command`` on them.
 
@@ -114,6 +115,7 @@ def run_leased(
         stdout: Where the command's stdout goes; the inherited stdout when ``None``.
         environ: Base environment; defaults to ``os.environ``.
         before: Called once the lease is held, before ``command`` starts (e.g. to clear the run directory).
+        timed: The command and cell its job time record names (:mod:`rlscale.study.job_times`).
 
     Returns:
         The command's exit code; :data:`GRANT_EXIT_CODE` if the grant is wrong, 1 if no lease can be had, 130 if
@@ -152,7 +154,7 @@ def run_leased(
         code = run_command(command, lease.environment(environ), [*host.fds, *lease.fds], stdout)
         record_job(
             rule=stage.value,
-            argv=command,
+            timed=timed,
             started_unix=started,
             host_wait_s=host.waited_s,
             gpu_wait_s=lease.waited_s,
@@ -233,6 +235,7 @@ def launch(
     stage: Stage,
     rdzv_port: int = 29400,
     before: Callable[[], None] | None = None,
+    timed: TimedCommand | None = None,
 ) -> int:
     """Run a multi-GPU ``rlscale`` command (``train_multigpu``, ``benchmark <workflow>_multigpu``) at a world size.
 
@@ -243,4 +246,7 @@ def launch(
         return run_multinode(rlscale_command(*rlscale_args), split=split, rdzv_port=rdzv_port, before=before)
     command = rlscale_command(*rlscale_args, "--num_gpus", str(split.world_size))
     gpus = split.gpus_per_node(device)
-    return run_leased(command, stage=stage, gpus=gpus, granted=granted, world_size=split.world_size, before=before)
+    world_size = split.world_size
+    return run_leased(
+        command, stage=stage, gpus=gpus, granted=granted, world_size=world_size, before=before, timed=timed
+    )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,16 +24,6 @@ JOB_TIMES_ENV = "RLSCALE_JOB_TIMES"
 """File the study's jobs append their records to; unset, nothing is recorded."""
 STUDY_CALL_ENV = "RLSCALE_STUDY_CALL"
 """When the Snakemake call that started the job parsed the workflow: a study continued in a later call keeps apart."""
-
-CELL_OPTIONS = {
-    "--task": "task",
-    "--rl_library": "library",
-    "--num_gpus": "world_size",
-    "--num_envs": "num_envs",
-    "--seed": "seeds",
-    "--seeds": "seeds",
-}
-"""The ``rlscale`` options whose values name a job's cell, and the column each goes to."""
 
 COLUMNS = [
     "call",
@@ -54,38 +45,20 @@ COLUMNS = [
 """Columns of ``job_timing.csv``: ``started_s`` counts from the first job of the same call."""
 
 
-def cell_of(argv: Sequence[str]) -> dict[str, str]:
-    """The cell of an ``rlscale`` command line, by column: its options (``--opt value``, ``--opt=value``; ``--seeds``
-    takes every value up to the next option) and ``check_task``'s positional task id."""
-    args = list(argv)
-    cell: dict[str, str] = {}
-    if "check_task" in args[:-1]:
-        cell["task"] = args[args.index("check_task") + 1]
-    for index, arg in enumerate(args):
-        option, _, value = arg.partition("=")
-        if option not in CELL_OPTIONS:
-            continue
-        if not value:
-            following = args[index + 1 :]
-            ends = next((at for at, word in enumerate(following) if word.startswith("--")), len(following))
-            value = " ".join(following[: ends if option == "--seeds" else min(ends, 1)])
-        cell[CELL_OPTIONS[option]] = value
-    return cell
+@dataclass(frozen=True)
+class TimedCommand:
+    """What a job time record says of the command: its ``rlscale`` subcommand and its cell, by column (``task``,
+    ``library``, ``world_size``, ``num_envs``, ``seeds``), from the job's record
+    (:meth:`rlscale.study.job.Job.timed`)."""
 
-
-def subcommand_of(argv: Sequence[str]) -> str:
-    """The subcommand of ``python -m rlscale SUB [SUB2] ...`` (``benchmark training_multigpu`` keeps both words)."""
-    args = list(argv)
-    if "rlscale" in args:
-        args = args[args.index("rlscale") + 1 :]
-    words = [arg for arg in args[:2] if not arg.startswith("-")]
-    return " ".join(words[:2] if words[:1] == ["benchmark"] else words[:1])
+    command: str
+    cell: Mapping[str, str]
 
 
 def record_job(
     *,
     rule: str,
-    argv: Sequence[str],
+    timed: TimedCommand | None,
     started_unix: float,
     host_wait_s: float,
     gpu_wait_s: float,
@@ -95,15 +68,16 @@ def record_job(
     gpu_lease: str,
     environ: Mapping[str, str],
 ) -> None:
-    """Append one job command's record to ``$RLSCALE_JOB_TIMES`` (nothing when unset)."""
+    """Append one job command's record to ``$RLSCALE_JOB_TIMES`` (nothing when unset); ``timed`` names its command
+    and cell (none for a command that is no study job's)."""
     path = environ.get(JOB_TIMES_ENV)
     if not path:
         return
     record = {
         "call": environ.get(STUDY_CALL_ENV, ""),
         "rule": rule,
-        "command": subcommand_of(argv),
-        **cell_of(argv),
+        "command": timed.command if timed else "",
+        **(timed.cell if timed else {}),
         "gpus": ",".join(gpu_ids),
         "gpu_lease": gpu_lease,
         "started_unix": round(started_unix, 3),

@@ -1,7 +1,7 @@
 """The study's stages, one function per Snakemake rule that starts ``rlscale``: validate, plan, probe, train,
 parity, benchmark and evaluate.
 
-``python -m rlscale.study run JOB`` (:mod:`rlscale.study.__main__`) reads the rule's :class:`~rlscale.study.plan.Job`
+``python -m rlscale.study run JOB`` (:mod:`rlscale.study.__main__`) reads the rule's :class:`~rlscale.study.job.Job`
 record and calls its stage's function (:data:`STAGES`); the stages build the ``rlscale`` commands from the record's
 typed values; :mod:`.job_runner` places the ranks.
 """
@@ -22,8 +22,8 @@ from types import MappingProxyType
 from rlscale.launch.ranks import NodeSplit
 from rlscale.manifest import MANIFEST_NAME, InvalidManifest, read_manifest
 from rlscale.study.evaluation import env_steps_at, run_checkpoints
+from rlscale.study.job import Job
 from rlscale.study.job_runner import GRANT_EXIT_CODE, launch, rlscale_command, run_leased, run_multinode
-from rlscale.study.plan import Job
 from rlscale.study.stage_policy import Stage
 from rlscale.study.verdict import parity_metric, validation_verdict
 
@@ -62,7 +62,10 @@ def check_task(job: Job, granted: int) -> int:
     )
     output.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w+", dir=output.parent, suffix=".part", delete=False) as report:
-        code = run_leased(command, stage=job.stage, gpus=job.gpus, granted=granted, world_size=1, stdout=report)
+        timed = job.timed("check_task")
+        code = run_leased(
+            command, stage=job.stage, gpus=job.gpus, granted=granted, world_size=1, stdout=report, timed=timed
+        )
         report.seek(0)
         sys.stderr.write(report.read())
     if code == 0:
@@ -91,6 +94,7 @@ def validate(job: Job, granted: int) -> int:
         world_size=1,
         stage=job.stage,
         before=lambda: shutil.rmtree(run_root, ignore_errors=True),  # A stale manifest must not pass for this run's.
+        timed=job.timed("train"),
     )
     if code == GRANT_EXIT_CODE:
         return code
@@ -156,7 +160,13 @@ def probe(job: Job, granted: int | None) -> int:
             return run_multinode(command, split=split, rdzv_port=job.rdzv_port, stdout=report)
         command = rlscale_command("nccl_probe", "--num_gpus", str(split.world_size), *device_args)
         return run_leased(
-            command, stage=job.stage, gpus=job.gpus, granted=granted, world_size=split.world_size, stdout=report
+            command,
+            stage=job.stage,
+            gpus=job.gpus,
+            granted=granted,
+            world_size=split.world_size,
+            stdout=report,
+            timed=job.timed("nccl_probe"),
         )
 
 
@@ -193,6 +203,7 @@ def train(job: Job, granted: int | None) -> int:
         stage=job.stage,
         rdzv_port=job.rdzv_port,
         before=lambda: keep_for_same_job(run_root, {"job": json.loads(job.to_json()), "granted": granted}),
+        timed=job.timed("train_multigpu"),
     )
     if code != 0 or os.environ.get("SLURM_NODEID", "0") != "0":
         return code
@@ -216,6 +227,7 @@ def parity(job: Job, granted: int | None) -> int:
         stage=job.stage,
         rdzv_port=job.rdzv_port,
         before=(lambda: shutil.rmtree(run_root, ignore_errors=True)) if first_node else None,
+        timed=job.timed("train_multigpu"),
     )
     if code != 0 or not first_node:
         return code
@@ -227,7 +239,7 @@ def benchmark(job: Job, granted: int | None) -> int:
     writes the bundles (``--output_path``, ``{seed}`` filled in for each of ``--seeds``).
 
     A training cell's seeds run in one process, except with ``--peer`` (:meth:`RunArgs.per_seed
-    <rlscale.study.plan.RunArgs.per_seed>`). The runs stop at the first that fails.
+    <rlscale.study.job.RunArgs.per_seed>`). The runs stop at the first that fails.
     """
     for run in job.run.per_seed():
         code = launch(
@@ -237,6 +249,7 @@ def benchmark(job: Job, granted: int | None) -> int:
             granted=granted,
             stage=job.stage,
             rdzv_port=job.rdzv_port,
+            timed=job.timed(f"benchmark {job.workflow}_multigpu", run),
         )
         if code != 0:
             return code
@@ -269,7 +282,8 @@ def evaluate(job: Job, granted: int) -> int:
             *("--output", str(Path(folder, "{checkpoint}.json"))),
             *job.rlscale_args(),
         )
-        code = run_leased(command, stage=job.stage, gpus=job.gpus, granted=granted, world_size=1)
+        timed = job.timed("evaluate")
+        code = run_leased(command, stage=job.stage, gpus=job.gpus, granted=granted, world_size=1, timed=timed)
         if code != 0:
             return code
         results = [
