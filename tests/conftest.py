@@ -1,4 +1,4 @@
-"""Fixtures shared by test modules."""
+"""Fixtures shared by test modules, and the order in which the test files run."""
 
 from __future__ import annotations
 
@@ -6,6 +6,24 @@ import pytest
 from physics_support import FAST_COMPILE
 
 from rlscale.tasks import registry
+
+MULTI_PROCESS_FIRST = (
+    "test_benchmark.py",
+    "test_train.py",
+    "test_multigpu.py",
+    "test_resume.py",
+    "test_rank_audit.py",
+    "test_ant.py",
+    "test_reliability.py",
+)
+"""Files whose tests start several training processes each: they run first."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put the longest files first. ``make test`` hands whole files to its workers in collection order
+    (``--dist loadfile``); a long file left to the end would run on one worker while the other has nothing to do."""
+    first = {name: rank for rank, name in enumerate(MULTI_PROCESS_FIRST)}
+    items.sort(key=lambda item: first.get(item.path.name, len(first)))
 
 
 @pytest.fixture(scope="module")

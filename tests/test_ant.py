@@ -73,8 +73,9 @@ class TestRegistration:
         """rlscale train checks the backend while parsing: exit 2, one line naming the extra, nothing written."""
         from rlscale.run.spec import resolve_spec
 
-        monkeypatch.setitem(sys.modules, "mujoco", None)
-        monkeypatch.setitem(sys.modules, "mujoco_warp", None)
+        # Every engine module hidden, whatever an earlier test of this process imported.
+        for module in ("mujoco", "mujoco.mjx", "mujoco_warp"):
+            monkeypatch.setitem(sys.modules, module, None)
         with pytest.raises(SystemExit) as raised:
             resolve_spec(["--task", "Rlscale-Ant", "--device", "cpu", "--log_root", str(tmp_path / "logs")])
         assert raised.value.code == 2

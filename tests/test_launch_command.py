@@ -23,7 +23,8 @@ from rlscale.launch.command import (
     build_launch_command,
     parse_launcher_args,
 )
-from rlscale.launch.launcher import run_launcher
+from rlscale.launch.launcher import resolve_launch, run_launcher
+from rlscale.launch.ports import port_taken
 from rlscale.launch.torch_gpus import TorchGpus
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -338,6 +339,17 @@ class TestSkrlJax:
             *("--nnodes", "2", "--node_rank", "1", "--coordinator_address", "10.0.0.1:5000"),
             *(WORKER_SCRIPT, "--rl_library", "skrl", "--ml_framework", "jax", "--task", "X", "--distributed"),
         ]
+
+    def test_one_node_launch_takes_a_free_coordinator_port(self):
+        """skrl's own default coordinator is 127.0.0.1:5000, which two jobs on one host would share: a one-node launch
+        that names none gets a localhost port nobody listens on; a dry run shows none (it may run elsewhere)."""
+        argv = ["--num_gpus", "2", "--device", "cpu", "--rl_library", "skrl", "--ml_framework", "jax"]
+        command = resolve_launch(argv, TRAIN_MULTIGPU, {}).command
+        address = command[command.index("--coordinator_address") + 1]
+        host, _, port = address.rpartition(":")
+        assert host == "127.0.0.1" and int(port) != 5000 and port_taken(int(port)) is None
+        assert command.index("--coordinator_address") < command.index(WORKER_SCRIPT)
+        assert "--coordinator_address" not in resolve_launch([*argv, "--dry_run"], TRAIN_MULTIGPU, {}).command
 
     def test_equals_form(self):
         """--ml_framework=jax selects the JAX launcher too, and stays forwarded."""

@@ -41,7 +41,7 @@ from rlscale.launch.command import (
 from rlscale.launch.gpus import visible_gpu_count
 from rlscale.launch.hang_watch import HangWatch
 from rlscale.launch.placement import describe_placement, plan_node
-from rlscale.launch.ports import port_taken
+from rlscale.launch.ports import free_local_port, port_taken
 from rlscale.launch.torch_gpus import TorchGpuProbe, gpu_rank_shortfall, probe_torch_gpus
 from rlscale.run.spec import RUN_SPEC_ENV, JobShape, write_spec
 from rlscale.run.stop_signals import INTERRUPTED_EXIT_CODE
@@ -195,8 +195,8 @@ def resolve_launch(
     ``check_ranks`` runs here, so that a bad argument is one line and exit code 2 before any process starts, not the
     same error from every rank under torchrun's failure report. Then a launch of GPU ranks asks torch
     (``torch_gpus``) whether it can run them: GPU ranks never fall back to the CPU. And the port that node 0 of a
-    static rendezvous listens on must be free. A ``--dry_run`` skips both: it needs no torch, and the job it prints
-    runs later, maybe elsewhere.
+    static rendezvous listens on must be free. A one-node skrl JAX launch that names no coordinator gets one on a free
+    localhost port. A ``--dry_run`` skips these: it needs no torch, and the job it prints runs later, maybe elsewhere.
     """
     args, forwarded = parse_launcher_args(argv, cfg, environ)
     spec = check_ranks(args, forwarded) if check_ranks is not None else None
@@ -211,6 +211,9 @@ def resolve_launch(
             f"--master_port {port} cannot be bound on this host ({reason}): another job's rendezvous holds it? Pick a "
             "free port, or on one node leave --master_port out and torchrun takes a free one."
         )
+    if not args.dry_run and uses_skrl_jax(args, forwarded) and args.coordinator_address is None:
+        # skrl's JAX launcher defaults to 127.0.0.1:5000: two one-node jobs on a host would meet on it.
+        args.coordinator_address = f"127.0.0.1:{free_local_port()}"
     command = build_launch_command(args, forwarded, cfg, environ)
     return Launch(args, forwarded, command, spec, plan_placement(args, cfg, environ))
 

@@ -1,4 +1,5 @@
-"""Whether a rendezvous port can still be taken on this host, asked before torchrun starts.
+"""Whether a rendezvous port can still be taken on this host, asked before torchrun starts, and a free one for a
+launcher that would otherwise take a fixed one.
 
 torchrun reports a taken port as a long traceback from its agent, after which no rank starts to say anything; asked
 first, the launcher names the port in one line instead. The answer can change before torchrun binds the port: this
@@ -37,3 +38,10 @@ def port_taken(port: int) -> str | None:
                 continue
             return None
     return None
+
+
+def free_local_port() -> int:
+    """A localhost port that no one listens on now (the kernel's pick); a job started at once can take it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
