@@ -167,11 +167,9 @@ class StudyPlan:
                     JobKind.VALIDATE,
                     library_cell,
                     paths.VERDICT,
-                    run=RunArgs(
-                        task=task,
-                        library=library,
-                        num_envs=config.train_envs(task),
-                        seed=config.train_seed,
+                    run=self._full_size_run(
+                        task,
+                        library,
                         max_iterations=config.validate_iterations,
                         run_name="validate",
                         log_root=paths.VALIDATE_RUN_ROOT.format(**library_cell),
@@ -201,6 +199,11 @@ class StudyPlan:
                 every_checkpoint=kind == JobKind.EVALUATE_PARITY,
             )
 
+    def _full_size_run(self, task: str, library: Library, **values: Any) -> RunArgs:
+        """A run of the task's train env count and the first seed (a validate or train run), with ``values``."""
+        config = self.config
+        return RunArgs(task=task, library=library, num_envs=config.train_envs(task), seed=config.train_seed, **values)
+
     def _train_jobs(self):
         """Per task × library × world size, one full run at the task's train env count and the first seed.
 
@@ -216,12 +219,10 @@ class StudyPlan:
                         JobKind.TRAIN,
                         cell,
                         paths.TRAIN_MANIFEST,
-                        run=RunArgs(
-                            task=task,
-                            library=library,
-                            num_envs=config.train_envs(task),
+                        run=self._full_size_run(
+                            task,
+                            library,
                             max_iterations=config.train_iterations,
-                            seed=config.train_seed,
                             run_name=f"ws{world_size}",
                             log_root=paths.TRAIN_RUN_ROOT.format(**cell),
                             resume_auto=True,
