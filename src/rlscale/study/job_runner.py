@@ -233,7 +233,7 @@ def launch(
     device: str,
     granted: int | None,
     stage: Stage,
-    rdzv_port: int = 29400,
+    rdzv_port: int,
     before: Callable[[], None] | None = None,
     timed: TimedCommand | None = None,
 ) -> int:

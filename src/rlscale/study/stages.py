@@ -37,6 +37,17 @@ def find_manifest(run_root: Path) -> Path | None:
     return max(found, key=lambda path: path.stat().st_mtime, default=None)
 
 
+def run_root_of(job: Job) -> Path:
+    """The run directory of a validate, train or parity job (its ``log_root``), where its manifest is found.
+
+    Raises:
+        ValueError: If the record has none.
+    """
+    if job.run.log_root is None:
+        raise ValueError(f"{job.id}: the job's record has no log_root, so the run's manifest could not be found")
+    return Path(job.run.log_root)
+
+
 def collect_manifest(run_root: Path, output: Path) -> int:
     """Copy the training run's rank-0 manifest to ``output``; 1 if the run left none."""
     manifest = find_manifest(run_root)
@@ -86,7 +97,7 @@ def validate(job: Job, granted: int) -> int:
     Returns:
         0 if the run passes :data:`~rlscale.study.verdict.VALIDATION_CRITERION`, else non-zero.
     """
-    run_root, iterations = Path(str(job.run.log_root)), int(job.run.max_iterations or 0)
+    run_root, iterations = run_root_of(job), int(job.run.max_iterations or 0)
     code = run_leased(
         rlscale_command("train", *job.rlscale_args()),
         gpus=job.gpus,
@@ -194,7 +205,7 @@ def train(job: Job, granted: int | None) -> int:
     cleared otherwise (:func:`keep_for_same_job`); on several nodes only the first does this and copies the manifest,
     which global rank 0 writes on the shared file system.
     """
-    run_root = Path(str(job.run.log_root))
+    run_root = run_root_of(job)
     code = launch(
         ["train_multigpu", *job.rlscale_args()],
         split=job.split,
@@ -217,7 +228,7 @@ def parity(job: Job, granted: int | None) -> int:
     A rerun after a kill starts over and never resumes: the run's wall time to the target must be one uninterrupted
     run's. On several nodes only the first clears the log root and copies the manifest.
     """
-    run_root = Path(str(job.run.log_root))
+    run_root = run_root_of(job)
     first_node = os.environ.get("SLURM_NODEID", "0") == "0"
     code = launch(
         ["train_multigpu", *job.rlscale_args()],

@@ -1,8 +1,8 @@
 """What the Snakefile does once per parse, before any rule: resolve the study config from Snakemake's config, files,
 profiles and command line, and set the environment every job of the study inherits.
 
-``workflow/rules/common.smk`` calls these two functions and logs what they return; the Snakemake internals they read
-are :mod:`rlscale.study.snakemake_internals`'.
+``workflow/rules/common.smk`` calls these two functions, the first with Snakemake's logger; the Snakemake internals
+they read are :mod:`rlscale.study.snakemake_internals`'.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def resolved_study(workflow: Any, config: MutableMapping, argv: Sequence[str], l
     return study
 
 
-def job_environment(study: Mapping, environ: Mapping[str, str], now: datetime | None = None) -> dict[str, str]:
+def job_environment(study: Mapping, environ: Mapping[str, str]) -> dict[str, str]:
     """The variables every job of the study inherits (set in this process before Snakemake starts any):
 
     - the parity metric of each task, which its validate job checks the task logs (:mod:`rlscale.study.verdict`);
@@ -89,6 +89,6 @@ def job_environment(study: Mapping, environ: Mapping[str, str], now: datetime | 
     kept = {
         "JAX_COMPILATION_CACHE_DIR": str(Path(paths.JAX_CACHE.format(study=name)).resolve()),
         "WARP_CACHE_PATH": str(Path(paths.WARP_CACHE.format(study=name)).resolve()),
-        STUDY_CALL_ENV: (now or datetime.now()).astimezone().isoformat(timespec="seconds"),
+        STUDY_CALL_ENV: datetime.now().astimezone().isoformat(timespec="seconds"),
     }
     return {**variables, **{key: environ.get(key, value) for key, value in kept.items()}}
