@@ -49,7 +49,8 @@ LEASE_TIMEOUT_ENV = "RLSCALE_LEASE_TIMEOUT_S"
 """Seconds to wait for a lease before failing; unset waits as long as it takes."""
 
 DEFAULT_SHARED_JOBS = 4
-"""Four 16 384-env MJX jobs used about 10 GB of an H200 together (results/h200/default_study/)."""
+"""The default study starts four 16 384-env Go1 jobs at once on one GPU; with the rest they used at most 7.8 GB of an
+H200 (results/h200/default_study/)."""
 DEFAULT_LEASE_DIR = "/tmp/rlscale-lease"
 """Host-wide: one directory for all users, so that two users' jobs cannot share a GPU either."""
 POLL_INTERVAL_S = 0.2
