@@ -44,28 +44,30 @@ lint: setup
 	$(PY) tools/checks/module_sizes.py
 
 # Two pytest workers (pytest-xdist), each taking whole test files: the tests that train on two CPU ranks leave a core
-# idle for part of their time, which the other worker fills (about 12 minutes on 2 cores, 19 with one worker).
+# idle for part of their time, which the other worker fills (about 12 minutes on 2 cores, 19 with one worker). The
+# targets below use them too, but test-stress, whose one test runs two trials at a time itself, and test-slurm.
 TEST_WORKERS ?= 2
 test: lint
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 -m "not stress and not robots and not study and not extras"
 
 # The robots' CPU checks (tests/test_robots.py: contract, every library on two CPU ranks, evaluate; tests/test_play.py:
 # each robot filmed, which needs EGL: docs/robots.md; the torch MDP against the JAX one, and MuJoCo Warp's physics
-# against MuJoCo's): about 7 minutes on 2 cores, kept out of `make test`; CI runs them.
+# against MuJoCo's): about 5 minutes on 2 cores, kept out of `make test`; CI runs them. Their workers take test by test
+# (--dist load), as nearly all of them are in one file.
 test-robots: setup
-	$(PY) -m pytest -q -m robots
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist load -m robots
 
 # Whole tiny studies run by Snakemake (the Cartpole scaling study with every stage, one with the example task, a killed
-# train job continued: about 3 minutes on 2 cores; a Go1 study with the evaluation stage, its jobs sharing one MuJoCo
-# Warp kernel cache: 3 to 4.5 minutes more), kept out of `make test`; CI runs them.
+# train job continued; a Go1 study with the evaluation stage, its jobs sharing one MuJoCo Warp kernel cache): about
+# 6.5 minutes on 2 cores, kept out of `make test`; CI runs them.
 test-study: setup
-	$(PY) -m pytest -q -m study
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m study
 
 # The extras end to end: W&B runs offline from one rank, grouped and resumed (tests/test_tracker.py), and `rlscale play`
 # and `evaluate` of every library's checkpoints (tests/test_play.py, but its robots' films, which test-robots runs):
-# about 4 minutes on 2 cores, kept out of `make test`; CI runs them.
+# about 2.5 minutes on 2 cores, kept out of `make test`; CI runs them.
 test-extras: setup
-	$(PY) -m pytest -q -m "extras and not robots"
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "extras and not robots"
 
 # Repeated randomised trials (crashes of random ranks at random iterations, torn down and named each time): about
 # 2 minutes on 2 cores, kept out of `make test`; CI runs them.

@@ -529,19 +529,30 @@ def test_the_startup_benchmark_tells_a_cold_kernel_cache_from_a_warm_one(tmp_pat
     assert states == [("cold", True), ("warm", False)]
 
 
+def train_on_two_cpu_ranks(log_root: Path, task_id: str, library: str, *extra: str) -> Path:
+    """Train ``task_id`` with ``library`` on two CPU ranks; check both ranks completed with the same parameters, and
+    return rank 0's run directory."""
+    result = rlscale(
+        "train_multigpu", "--task", task_id, "--rl_library", library, "--num_gpus", "2", "--device", "cpu",
+        "--num_envs", str(NUM_ENVS), "--log_root", str(log_root), *extra, timeout=TIMEOUT_S,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    by_rank = {
+        data["rank"]: (path, data)
+        for path, data in ((p, json.loads(p.read_text())) for p in log_root.rglob("manifest.json"))
+    }
+    assert sorted(by_rank) == [0, 1] and all(data["status"] == "completed" for _, data in by_rank.values())
+    rank0_path, rank0 = by_rank[0]
+    assert len(set(rank0["rank_param_digests"])) == 1
+    return rank0_path.parent
+
+
 @requires_warp
 @pytest.mark.slow
 @pytest.mark.parametrize("library", ["rsl_rl", "rl_games", "skrl"])
-@pytest.mark.parametrize("task_id", ROBOTS)
-def test_every_library_trains_each_robot_on_two_cpu_ranks(tmp_path, task_id, library):
-    result = rlscale(
-        "train_multigpu", "--task", task_id, "--rl_library", library, "--num_gpus", "2", "--device", "cpu",
-        "--num_envs", str(NUM_ENVS), "--max_iterations", "1", "--log_root", str(tmp_path), timeout=TIMEOUT_S,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    by_rank = {data["rank"]: data for data in (json.loads(p.read_text()) for p in tmp_path.rglob("manifest.json"))}
-    assert sorted(by_rank) == [0, 1] and all(data["status"] == "completed" for data in by_rank.values())
-    assert len(set(by_rank[0]["rank_param_digests"])) == 1
+def test_every_library_trains_the_g1_on_two_cpu_ranks(tmp_path, library):
+    """The Go1's two-rank runs are those of the evaluation test below."""
+    train_on_two_cpu_ranks(tmp_path, "Rlscale-G1-Flat", library, "--max_iterations", "1")
 
 
 CHECKPOINTS = {"rsl_rl": "model_*.pt", "rl_games": "nn/*.pth", "skrl": "checkpoints/agent_*.pt"}
@@ -551,16 +562,12 @@ CHECKPOINTS = {"rsl_rl": "model_*.pt", "rl_games": "nn/*.pth", "skrl": "checkpoi
 @requires_warp
 @pytest.mark.slow
 @pytest.mark.parametrize("library", list(CHECKPOINTS))
-def test_evaluate_reports_tracking_error_and_falls_per_command(tmp_path, library):
-    runs = tmp_path / "runs"
-    trained = rlscale(
-        "train", "--task", "Rlscale-Go1-Flat", "--rl_library", library, "--num_envs", str(NUM_ENVS),
-        "--max_iterations", "2", "--checkpoint_interval", "1", "--device", "cpu", "--log_root", str(runs),
-        timeout=TIMEOUT_S,
-    )  # fmt: skip
-    assert trained.returncode == 0, trained.stderr[-3000:]
-    (manifest,) = runs.rglob("manifest.json")
-    checkpoints = sorted(manifest.parent.glob(CHECKPOINTS[library]))
+def test_every_library_trains_the_go1_on_two_cpu_ranks_and_evaluate_reads_its_checkpoints(tmp_path, library):
+    """``rlscale evaluate`` reports the tracking error and falls per command of each checkpoint."""
+    run = train_on_two_cpu_ranks(
+        tmp_path / "runs", "Rlscale-Go1-Flat", library, "--max_iterations", "2", "--checkpoint_interval", "1"
+    )
+    checkpoints = sorted(run.glob(CHECKPOINTS[library]))
     assert len(checkpoints) >= 2, checkpoints
     result = rlscale(
         "evaluate", "--checkpoint", *map(str, checkpoints), "--num_envs", "4", "--command", "1.0,0.0,0.0",
