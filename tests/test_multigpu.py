@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from library_paths import PATHS
 from process_utils import processes_mentioning, wait_for_no_process
 
-PATHS = [("rsl_rl", "torch"), ("rl_games", "torch"), ("skrl", "torch"), ("skrl", "jax")]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
 
@@ -112,6 +112,7 @@ class TestFailures:
         assert process.returncode != 0
         assert not wait_for_no_process(str(tmp_path), within=10)
 
+    @pytest.mark.extras  # skrl's JAX backend: library_paths
     def test_skrl_jax_crash_exits_non_zero(self, tmp_path):
         """skrl's JAX launcher exits 0 when a rank crashes; rlscale reads the ranks' statuses and fails, naming it."""
         env = {**ENV, "RLSCALE_INJECT_FAULT": "crash:rank=1,iteration=1"}

@@ -23,6 +23,7 @@ import numpy as np
 import psutil
 import pytest
 import torch
+from library_paths import PATH_PARAMS
 from rlscale_command import rlscale
 from run_manifests import manifest_data
 from test_bad_inputs import case, run_case, tree
@@ -34,7 +35,6 @@ from rlscale.rl.common import parameter_digest
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-PATHS = [("rsl_rl", "torch"), ("rl_games", "torch"), ("skrl", "torch"), ("skrl", "jax")]
 TRAIN = ["--task", "Isaac-Cartpole-Direct", "--num_envs", "16", "--device", "cpu", "--resume", "auto"]
 
 
@@ -425,7 +425,7 @@ def train_then_resume(library: str, framework: str, out: Path) -> None:
         )
 
 
-@pytest.fixture(scope="module", params=PATHS, ids=[f"{library}-{framework}" for library, framework in PATHS])
+@pytest.fixture(scope="module", params=PATH_PARAMS)
 def resumed_run(request, tmp_path_factory) -> tuple[str, str, Path, dict]:
     """:func:`train_then_resume` of one library path: its library, framework, folder and results."""
     library, framework = request.param

@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from library_paths import PATHS
 from rlscale_command import rlscale
 
 from rlscale.manifest import read_manifest
 from rlscale.rl import load_adapter
 from rlscale.rl.agent_overrides import apply_override
 
-PATHS = [("rsl_rl", "torch"), ("rl_games", "torch"), ("skrl", "torch"), ("skrl", "jax")]
 CHECKPOINTS_OF_3_ITERATIONS = {"rsl_rl": [1, 3], "rl_games": [3, 3], "skrl": [3]}
 """Iterations the checkpoints of a 3-iteration Isaac-Cartpole run hold, its configs saving every 25-50 iterations
 (docs/troubleshooting.md): rsl_rl's periodic one at iteration index 0, and each library's one at the end (rl_games
