@@ -94,7 +94,7 @@ class CollectiveTimer:
         self._rollout_end = len(self._spans)
 
     def take(self) -> CollectiveTime:
-        """This iteration's collectives (for CUDA, waits for the last one to finish), then :meth:`restart`."""
+        """This iteration's collectives (on CUDA, once they have finished), then :meth:`restart`."""
         durations = self._durations()
         split = len(durations) if self._rollout_end is None else self._rollout_end
         taken = CollectiveTime(
@@ -108,8 +108,8 @@ class CollectiveTimer:
     def _durations(self) -> list[float]:
         if not self.on_cuda:
             return list(self._spans)
-        if self._spans:
-            self._spans[-1][1].synchronize()
+        for _, end in self._spans:  # the last one alone would do on one stream; a library may use several
+            end.synchronize()
         return [start.elapsed_time(end) / 1000 for start, end in self._spans]
 
     def _timed(self, name: str, original):
