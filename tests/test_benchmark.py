@@ -230,6 +230,18 @@ class TestMultiGpu:
         iteration = [record["iteration_s"] for record in rank0_iterations(training_multigpu)[1:]]
         assert runtime["iteration_time_s"]["mean"] == pytest.approx(statistics.fmean(iteration))
 
+    def test_every_rank_timed_and_no_straggler(self, training_multigpu):
+        """Both ranks' iterations break down into collection, update and collectives (the gradient all-reduce among
+        them); two even ranks name no straggler."""
+        ranks = training_multigpu.bundle["ranks"]
+        assert [rank["rank"] for rank in ranks["per_rank"]] == [0, 1]
+        assert ranks["straggler"] is None and ranks["iterations_measured"] == 2
+        for rank in ranks["per_rank"]:
+            parts = rank["collection_compute_s"] + rank["update_compute_s"] + rank["collective_s"]
+            assert parts == pytest.approx(rank["iteration_s"])  # medians of two measured iterations: their means
+            assert rank["collective_s"] > 0 and rank["collectives"]["all_reduce"]["bytes"] > 0
+        assert "ranks: straggler none" in training_multigpu.result.stdout
+
     def test_rank1_wrote_no_bundle_anywhere(self, training_multigpu):
         """Rank 1 has its own run folder, but no JSON bundle appears outside the run folders."""
         root = training_multigpu.out_dir.parent
@@ -357,6 +369,11 @@ class TestSeedsInOneProcess:
         assert first["python_imports"] > 0 and first["task_config"] > 0
         assert [second[phase] for phase in COLD_ONLY] == [None, None, None]
         assert second["env_creation"] > 0 and second["first_iteration"] > 0
+        if ranks > 1:  # the library's own gradient all-reduce was timed on every rank, in both repeats
+            for bundle in warm.values():
+                per_rank = bundle["ranks"]["per_rank"]
+                assert [rank["collectives"]["all_reduce"]["calls"] > 0 for rank in per_rank] == [True, True]
+                assert all(rank["collectives"]["all_reduce"]["bytes"] > 0 for rank in per_rank)
 
 
 class TestRejections:

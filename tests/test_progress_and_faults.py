@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import math
 import re
+import time
 
 import pytest
 import torch
@@ -73,10 +74,22 @@ class TestFaults:
         parse_fault("desync:rank=0,iteration=0").trigger_if_due(0, 0, parameters)
         assert parameter_digest(parameters()) != before
 
+    def test_delay_slows_its_rank_at_every_iteration_from_its_own(self):
+        """A delay fault works its seconds on its rank at every iteration from the given one (0 if none), only there."""
+        assert parse_fault("delay:rank=1,seconds=0.5") == Fault("delay", 1, 0, 0.5)
+        fault = parse_fault("delay:rank=1,iteration=2,seconds=0.05")
+        for rank, iteration, waits in [(0, 3, False), (1, 1, False), (1, 2, True), (1, 7, True)]:
+            started = time.monotonic()
+            fault.trigger_if_due(rank, iteration)
+            assert (time.monotonic() - started >= 0.05) is waits, (rank, iteration)
+
     @pytest.mark.parametrize(
         "spec",
-        ["crash", "explode:rank=1,iteration=3", "crash:rank=1", "crash:rank=x,iteration=1", "hang:rank=-1,iteration=1"],
-    )
+        [
+            "crash", "explode:rank=1,iteration=3", "crash:rank=1", "crash:rank=x,iteration=1",
+            "hang:rank=-1,iteration=1", "delay:rank=1", "delay:rank=1,seconds=-1", "crash:rank=1,iteration=3,seconds=1",
+        ],
+    )  # fmt: skip
     def test_malformed_specs_are_refused(self, spec):
         """Anything but KIND:rank=R,iteration=I with a known kind and non-negative numbers is an error."""
         with pytest.raises(ValueError, match="RLSCALE_INJECT_FAULT"):

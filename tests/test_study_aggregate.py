@@ -551,3 +551,50 @@ class TestMarkdownTable:
         """Large floats get thousands separators, small ones 3 significant digits, NaN a dash."""
         text = markdown_table(pd.DataFrame({"a": [12345.6, 0.123456, float("nan")], "b": ["x", "y", "z"]}))
         assert text.splitlines() == ["| a | b |", "|---|---|", "| 12,346 | x |", "| 0.123 | y |", "| – | z |"]
+
+
+def with_ranks(bundle: dict, compute_s: tuple[float, ...], straggler: int | None) -> dict:
+    """``bundle`` as schema 1.1 with a ``ranks`` section: each rank's compute, 0.1 s of transfer, and the waits that
+    lockstep ranks of 1 s iterations have; ``straggler`` as the breakdown named it."""
+    slowest = max(compute_s)
+    per_rank = [
+        {
+            "rank": rank, "iteration_s": 1.0, "collection_compute_s": compute / 2, "update_compute_s": compute / 2,
+            "collective_s": 1.0 - compute, "wait_s": slowest - compute, "compute_s": compute,
+            "communication_share": 0.1, "wait_share": slowest - compute,
+            "collectives": {"all_reduce": {"calls": 8, "bytes": 4096}},
+        }
+        for rank, compute in enumerate(compute_s)
+    ]  # fmt: skip
+    ranks = {
+        "iterations_measured": 5, "per_rank": per_rank, "slowest_rank": compute_s.index(slowest),
+        "slowest_rank_excess_s": slowest - min(compute_s), "straggler": straggler,
+        "straggler_rule": {"share": 0.25, "floor_s": 0.1}, "communication_share": 0.1,
+        "wait_share": sum(rank["wait_share"] for rank in per_rank) / len(per_rank),
+    }  # fmt: skip
+    return bundle | {"schema_version": "1.1", "ranks": ranks}
+
+
+class TestRankTimeTable:
+    def test_summary_says_where_each_rank_s_time_went(self, tmp_path):
+        """Two-rank runs with a ranks section get a row per cell: figures are the mean over ranks, then the median
+        over runs; the straggler is the one most runs named, with how many named it."""
+        bundles = [
+            with_ranks(make_bundle(1000.0, 1), (0.9,), None),
+            with_ranks(make_bundle(1600.0, 2), (0.5, 0.9), 1),
+            with_ranks(make_bundle(1500.0, 2, seed=2), (0.5, 0.7), 1),
+            with_ranks(make_bundle(1550.0, 2, seed=3), (0.5, 0.55), None),
+        ]
+        assert all(validation_errors(bundle) == [] for bundle in bundles)
+        text = write_outputs(tmp_path, bundles, [], [])["summary.md"].read_text()
+        section = text[text.index("## Where each rank's time went") :]
+        rows = [line for line in section.splitlines() if line.startswith("| Isaac-Cartpole-Direct")]
+        # compute means over ranks: 0.7, 0.6, 0.525 -> median 0.6; waits 0.2, 0.1, 0.025 -> median 0.1
+        assert rows == [
+            "| Isaac-Cartpole-Direct | rsl_rl | 64 | 2 | 3 | 1 | 0.6 | 0.4 | 0.1 | 0.1 | 1 (3/3) | 0.2 | 1 (2/3) |"
+        ]
+
+    def test_no_section_without_ranks(self, tmp_path):
+        """Bundles of schema 1.0 have no ranks section: the summary leaves the part out rather than show blanks."""
+        text = write_outputs(tmp_path, [make_bundle(1000.0, 1), make_bundle(1600.0, 2)], [], [])["summary.md"]
+        assert "Where each rank's time went" not in text.read_text()

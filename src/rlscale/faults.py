@@ -1,9 +1,11 @@
-"""``RLSCALE_INJECT_FAULT``: make one rank crash or hang at one training iteration, for failure-path tests.
+"""``RLSCALE_INJECT_FAULT``: make one rank crash, hang or slow down at training iterations, for failure-path tests.
 
 Format: ``KIND:rank=R,iteration=I`` with KIND ``crash`` (raise), ``hang`` (block forever) or ``desync`` (nudge this
 rank's policy parameters off the others', as a lost broadcast would), or
 ``stall:rank=R,iteration=I,seconds=S``: work S seconds longer while still heartbeating, a slow but live rank that the
-hang watchdog must not mistake for a hung one. Unset, nothing happens.
+hang watchdog must not mistake for a hung one, or ``delay:rank=R,seconds=S``: work S seconds longer at every
+iteration (from ``iteration=I`` on, if given), a straggler that the others wait for in each update's collectives.
+Unset, nothing happens.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ if TYPE_CHECKING:
     from rlscale.rl.common import PolicyParameters
 
 ENV_VAR = "RLSCALE_INJECT_FAULT"
-KINDS = ("crash", "hang", "desync", "stall")
+KINDS = ("crash", "hang", "desync", "stall", "delay")
+TIMED_KINDS = ("stall", "delay")
+"""The kinds that take ``seconds``."""
 
 
 class InjectedCrash(RuntimeError):
@@ -32,13 +36,15 @@ class Fault:
     rank: int
     iteration: int
     seconds: float = 0.0
-    """How long a ``stall`` lasts."""
+    """How long a ``stall`` or each ``delay`` lasts."""
 
     def trigger_if_due(self, rank: int, iteration: int, parameters: PolicyParameters | None = None) -> None:
-        """Raise, block, stall or nudge ``parameters`` when this rank reaches the fault's iteration."""
-        if (rank, iteration) != (self.rank, self.iteration):
+        """Raise, block, stall or nudge ``parameters`` when this rank reaches the fault's iteration (a ``delay``: at
+        every iteration from it on)."""
+        due = iteration >= self.iteration if self.kind == "delay" else iteration == self.iteration
+        if rank != self.rank or not due:
             return
-        if self.kind == "stall":
+        if self.kind in TIMED_KINDS:
             deadline = time.monotonic() + self.seconds
             while (left := deadline - time.monotonic()) > 0:
                 time.sleep(min(1.0, left))
@@ -54,7 +60,8 @@ class Fault:
 
 
 def parse_fault(spec: str) -> Fault:
-    """Parse ``kind:rank=R,iteration=I`` (``stall`` also takes ``,seconds=S``).
+    """Parse ``kind:rank=R,iteration=I`` (``stall`` also takes ``,seconds=S``; ``delay`` takes ``rank=R,seconds=S``
+    and an optional ``iteration``, 0 by default).
 
     Raises:
         ValueError: for any other form.
@@ -63,14 +70,16 @@ def parse_fault(spec: str) -> Fault:
     try:
         values = dict(field.split("=", 1) for field in fields.split(","))
         seconds = values.pop("seconds", None)
-        fault = Fault(kind, int(values.pop("rank")), int(values.pop("iteration")), float(seconds or 0))
-    except (KeyError, ValueError):
+        iteration = values.pop("iteration", "0" if kind == "delay" else None)
+        fault = Fault(kind, int(values.pop("rank")), int(iteration), float(seconds or 0))
+    except (KeyError, TypeError, ValueError):
         raise ValueError(f"{ENV_VAR}={spec!r}: expected e.g. crash:rank=1,iteration=3") from None
-    stall_ok = (kind == "stall") == (seconds is not None) and 0 <= fault.seconds < float("inf")
-    if kind not in KINDS or values or fault.rank < 0 or fault.iteration < 0 or not stall_ok:
+    seconds_ok = (kind in TIMED_KINDS) == (seconds is not None) and 0 <= fault.seconds < float("inf")
+    if kind not in KINDS or values or fault.rank < 0 or fault.iteration < 0 or not seconds_ok:
         raise ValueError(
             f"{ENV_VAR}={spec!r}: kind is one of {', '.join(KINDS)}, with only rank and iteration >= 0 "
-            "(and seconds >= 0 for stall, e.g. stall:rank=1,iteration=3,seconds=8)"
+            "(and seconds >= 0 for stall and delay, e.g. stall:rank=1,iteration=3,seconds=8 or "
+            "delay:rank=1,seconds=0.5)"
         )
     return fault
 

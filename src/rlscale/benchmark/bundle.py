@@ -25,7 +25,8 @@ from rlscale.launch.gpus import GIB
 from rlscale.paths import write_atomic
 from rlscale.rl import LIBRARIES, fill_schema_enum, ml_frameworks
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
+"""1.1 adds the ``ranks`` section; 1.0 bundles still validate."""
 PACKAGE_KEYS = {"rlscale": "rlscale", "torch": "torch"}
 PACKAGE_KEYS |= {name: library.distribution for name, library in LIBRARIES.items()} | {"jax": "jax", "numpy": "numpy"}
 """Bundle key → distribution name."""

@@ -204,6 +204,7 @@ def _run_once(
             "runtime": {"startup_time_s": measurement.startup, **measurement.runtime},
             "resources": sampler.stop(),
             "learning": measurement.learning,
+            "ranks": measurement.ranks,
             "extra": bundles.extra_section(workflow.scope, multigpu, rank, measurement.num_envs_per_rank),
         }
         bundles.write_bundle(bundle, path)

@@ -43,6 +43,8 @@ class Measurement:
     max_iterations: int | None = None
     peer: dict | None = None
     """The peer baseline's result, on global rank 0 of ``training --peer`` (see :mod:`.peer_ratio`)."""
+    ranks: dict | None = None
+    """Where each rank's time went, on global rank 0 of a completed training run (see :mod:`.rank_breakdown`)."""
 
     def __post_init__(self) -> None:
         self.runtime = {

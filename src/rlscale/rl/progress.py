@@ -16,6 +16,7 @@ from typing import TextIO
 import torch
 
 from rlscale.dist import global_env_steps
+from rlscale.rl.collective_timing import CollectiveTime, CollectiveTimer
 from rlscale.tasks.base import Observations, VecTask
 
 METRIC_PREFIX = "Metrics/"
@@ -45,6 +46,9 @@ class IterationRecord:
     metrics: dict[str, float] = field(default_factory=dict)
     """The task's ``Metrics/<name>`` log values (such as Rlscale-Ant's forward speed), each the mean over the
     episodes that ended during the rollout (NaN until one ended)."""
+    collectives: CollectiveTime | None = None
+    """This rank's ``torch.distributed`` collectives during the iteration (None where they were not timed: skrl's
+    JAX ranks)."""
 
 
 class TrackedTask(VecTask):
@@ -60,6 +64,7 @@ class TrackedTask(VecTask):
         on_iteration_start: Called with the iteration number before the first step of each rollout.
         on_rollout_end: Called with the iteration number after the last step of each rollout, when the library's
             update begins.
+        collective_timer: Times this rank's collectives; each record takes those of its iteration.
     """
 
     def __init__(
@@ -72,6 +77,7 @@ class TrackedTask(VecTask):
         stream: TextIO | None = sys.stdout,
         on_iteration_start: Callable[[int], None] | None = None,
         on_rollout_end: Callable[[int], None] | None = None,
+        collective_timer: CollectiveTimer | None = None,
     ) -> None:
         self.task = task
         self.cfg = task.cfg
@@ -84,6 +90,7 @@ class TrackedTask(VecTask):
         self.stream = stream
         self.on_iteration_start = on_iteration_start
         self.on_rollout_end = on_rollout_end
+        self.collective_timer = collective_timer
         self.records: list[IterationRecord] = []
         self._iteration = start_iteration
         self._steps_in_rollout = 0
@@ -123,6 +130,8 @@ class TrackedTask(VecTask):
             # The rollout starts on entry: rlscale's own per-iteration work (the statistics' sync, the progress line,
             # heartbeats, audits) is counted in the iteration it delays, never left between two.
             self._rollout_start = now
+            if self.collective_timer is not None:  # the library's setup broadcasts belong to no iteration
+                self.collective_timer.restart()
             if self.on_iteration_start is not None:
                 self.on_iteration_start(self._iteration)
         observations, reward, terminated, truncated, extras = self.task.step(actions)
@@ -146,8 +155,11 @@ class TrackedTask(VecTask):
         )
         self._steps_in_rollout += 1
         self._last_step_end = time.perf_counter()
-        if self._steps_in_rollout == self.steps_per_iteration and self.on_rollout_end is not None:
-            self.on_rollout_end(self._iteration)
+        if self._steps_in_rollout == self.steps_per_iteration:
+            if self.collective_timer is not None:
+                self.collective_timer.mark_rollout_end()
+            if self.on_rollout_end is not None:
+                self.on_rollout_end(self._iteration)
         return observations, reward, terminated, truncated, extras
 
     def finish(self) -> None:
@@ -172,6 +184,7 @@ class TrackedTask(VecTask):
             env_steps=(self._iteration + 1) * self.steps_per_iteration_globally,
             elapsed_s=now - self._started,
             metrics=dict(zip(self._metric_keys, self._last_means[2:], strict=True)),
+            collectives=None if self.collective_timer is None else self.collective_timer.take(),
         )
         self.records.append(record)
         self._iteration += 1

@@ -6,6 +6,7 @@ exactly the run ``rlscale train`` would make.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -61,10 +62,13 @@ class TrainingOutcome:
     """Wall time of the library's whole training call."""
     wall_time_s: float = 0.0
     """Wall time of :func:`execute`."""
+    rank_records: list[list[IterationRecord]] | None = None
+    """On global rank 0 of a completed run, every rank's :attr:`records` in rank order (None elsewhere, and on
+    skrl's JAX ranks, :func:`rlscale.run.rank_records.gather_records`)."""
 
     def iteration_records(self) -> list[dict[str, Any]]:
         """The finished iterations' records, as the manifest keeps them."""
-        return [vars(record) for record in self.records]
+        return [dataclasses.asdict(record) for record in self.records]
 
     @property
     def exit_code(self) -> int:
@@ -314,6 +318,7 @@ def build_tracked_task(
     on_tracking: Callable[[TrackedTask], None] | None,
 ) -> TrackedTask:
     """Build the task (CUDA-graphed where possible) and wrap it to record every iteration."""
+    from rlscale.rl.collective_timing import CollectiveTimer
     from rlscale.rl.progress import TrackedTask
     from rlscale.tasks.graph import build_task
 
@@ -328,6 +333,8 @@ def build_tracked_task(
     outcome.num_envs = task.num_envs
     if on_task_created is not None:
         on_task_created(task)
+    # skrl's JAX ranks reduce through JAX, which torch.distributed never sees.
+    timer = CollectiveTimer(Device.parse(context.device).is_cuda) if spec.ml_framework == "torch" else None
     tracked = TrackedTask(
         task,
         outcome.steps_per_env,
@@ -337,6 +344,7 @@ def build_tracked_task(
         stream=sys.stdout if rank.is_main else None,
         on_iteration_start=run.on_iteration_start,
         on_rollout_end=lambda iteration: beat("update", iteration),
+        collective_timer=timer,
     )
     outcome.records = tracked.records
     if on_tracking is not None:
@@ -345,14 +353,21 @@ def build_tracked_task(
 
 
 def train(run: _Run, tracked: TrackedTask) -> tuple[TrainResult, list[str]]:
-    """The library's training call, then the final sync audit; returns its result and every rank's digest."""
+    """The library's training call (its collectives timed), then the final sync audit and the gathering of every
+    rank's records; returns its result and every rank's digest."""
+    from rlscale.run.rank_records import gather_records
+
     run.train_started = time.perf_counter()
-    result = run.adapter.train(tracked, run.spec.agent_cfg, run.context)
+    timer = tracked.collective_timer
+    with timer.installed() if timer is not None else contextlib.nullcontext():
+        result = run.adapter.train(tracked, run.spec.agent_cfg, run.context)
     tracked.finish()
     run.outcome.train_s = time.perf_counter() - run.train_started
     if run.outcome.first_iteration_s is None:  # a single iteration ends with the library's return
         run.outcome.first_iteration_s = run.outcome.train_s
-    return result, run.audit_ranks(result.iterations_completed)
+    digests = run.audit_ranks(result.iterations_completed)
+    run.outcome.rank_records = gather_records(tracked.records, run.context.rank)
+    return result, digests
 
 
 def finish(run: _Run, tracked: TrackedTask, result: TrainResult, digests: list[str]) -> None:

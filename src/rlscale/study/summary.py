@@ -17,6 +17,7 @@ from rlscale.study.evaluation_table import RunEvaluation, evaluation_table, read
 from rlscale.study.job_times import read_job_times, timing_markdown
 from rlscale.study.parity_table import NOT_REACHED, curve_frame, parity_table, run_table
 from rlscale.study.plots import plot_learning_curves, plot_parity, plot_scaling
+from rlscale.study.rank_table import rank_time_markdown, rank_time_table
 from rlscale.study.train_runs import train_curves, train_table
 
 
@@ -207,9 +208,10 @@ def summary_markdown(
     parity: Sequence[str] = (),
     plan: Sequence[str] = (),
     evaluation: Sequence[str] = (),
+    ranks: Sequence[str] = (),
 ) -> str:
     """Return ``summary.md``: the device and why, the plan as parsed (``plan``: its lines, each value with its source),
-    the scaling table, how to read it, the train runs, the parity
+    the scaling table, how to read it, where each rank's time went (``ranks``), the train runs, the parity
     section's lines (:func:`parity_markdown`), the evaluation section's (:func:`evaluation_markdown`) and the
     startup/runtime bundles."""
     shown = table.copy()
@@ -256,6 +258,7 @@ def summary_markdown(
         "",
         *[f"![{Path(figure).stem}]({Path(figure).name})" for figure in figures],
         "",
+        *ranks,
     ]
     if len(trains):
         lines += [
@@ -353,7 +356,10 @@ def write_study_outputs(
     timing = read_job_times(job_times)
     if job_timing_csv is not None:
         timing.to_csv(job_timing_csv, index=False)
-    text = summary_markdown(study, device, device_reason, table, trains, others, figures, parity, plan, evaluation)
+    ranks = rank_time_markdown(rank_time_table(bundles), markdown_table)
+    text = summary_markdown(
+        study, device, device_reason, table, trains, others, figures, parity, plan, evaluation, ranks
+    )
     Path(summary).write_text(text + "\n".join(timing_markdown(timing)))
     return table
 

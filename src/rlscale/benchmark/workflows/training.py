@@ -12,6 +12,7 @@ from typing import NoReturn
 
 from rlscale.benchmark.options import SEED_FIELD
 from rlscale.benchmark.peer_ratio import NOT_MIRRORED, peer_section
+from rlscale.benchmark.rank_breakdown import ranks_section
 from rlscale.benchmark.stats import ema, finite_or_none, mean_std, rate_stats
 from rlscale.benchmark.summary import number, spread
 from rlscale.benchmark.workflow import Measurement, Workflow, kernel_cache, record_task_creation
@@ -176,6 +177,7 @@ def run(measurement: Measurement, spec: RunSpec, rank: RankInfo) -> None:
     finally:
         record_figures()
     measurement.status = outcome.status
+    measurement.ranks = ranks_section(outcome.rank_records, warmup)
     record_task_creation(measurement.startup, outcome.task_creation_s, outcome.task_compile_s)
     runtime["kernel_cache"] = kernel_cache(outcome.task_compiled_kernels)
     measurement.startup["first_iteration"] = outcome.first_iteration_s
@@ -212,11 +214,30 @@ def summarise(bundle: dict) -> list[str]:
             "rank 0's iteration time (ranks step in lockstep); judge scaling against N x the 1-rank throughput "
             "at the same per-rank --num_envs"
         )
+    lines += _ranks_lines(bundle.get("ranks"))  # absent from bundles older than schema 1.1
     peer = runtime.get("peer")  # absent from bundles older than --peer
     if peer is not None:
         lines.append(
             f"  peer (plain {peer['library']} script) {spread(peer['total_fps'], 'env-steps/s')}; "
             f"rlscale / peer = {number(peer['ratio_total_fps_median'])} (medians of the per-iteration total_fps)"
+        )
+    return lines
+
+
+def _ranks_lines(ranks: dict | None) -> list[str]:
+    if ranks is None or len(ranks["per_rank"]) < 2:
+        return []
+    straggler = "none" if ranks["straggler"] is None else f"rank {ranks['straggler']}"
+    lines = [
+        f"  ranks: straggler {straggler} (slowest rank {ranks['slowest_rank']}, "
+        f"{ranks['slowest_rank_excess_s']:+.3f}s compute per iteration over the others' median); "
+        f"communicating {ranks['communication_share']:.0%}, waiting {ranks['wait_share']:.0%} of an iteration"
+    ]
+    for rank in ranks["per_rank"]:
+        lines.append(
+            f"    rank {rank['rank']}: collection {rank['collection_compute_s']:.3f}s + update "
+            f"{rank['update_compute_s']:.3f}s + collectives {rank['collective_s']:.3f}s "
+            f"(waiting {rank['wait_s']:.3f}s)"
         )
     return lines
 
