@@ -19,6 +19,7 @@ write_study_outputs(
     throughput_plot=job.output.throughput,
     efficiency_plot=job.output.efficiency,
     learning_plot=job.output.learning,
+    rank_time_plot=job.output.rank_time,
     summary=job.output.summary,
     parity_csv=job.input.parity,
     plan=list(job.params.plan),

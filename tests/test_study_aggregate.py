@@ -357,7 +357,7 @@ def write_outputs(
     for index, manifest in enumerate(manifests):
         manifest_paths.append(tmp_path / f"manifest{index}.json")
         manifest_paths[-1].write_text(json.dumps(manifest_data(manifest)))
-    out = {name: tmp_path / "out" / name for name in ("s.csv", "t.png", "e.png", "l.png", "summary.md")}
+    out = {name: tmp_path / "out" / name for name in ("s.csv", "t.png", "e.png", "l.png", "r.png", "summary.md")}
     write_study_outputs(
         study="unit",
         device="cpu",
@@ -374,6 +374,7 @@ def write_outputs(
         throughput_plot=out["t.png"],
         efficiency_plot=out["e.png"],
         learning_plot=out["l.png"],
+        rank_time_plot=out["r.png"],
         summary=out["summary.md"],
         plan=plan,
     )
@@ -406,22 +407,33 @@ class TestTrainTable:
 
 class TestStudyOutputs:
     def test_writes_csv_plots_and_summary(self, tmp_path):
-        """The aggregate rule's function writes a CSV equal to the table, three PNGs and a summary with the table."""
+        """The aggregate rule's function writes a CSV equal to the table, four PNGs and a summary with the table."""
         bundles = [make_bundle(1000.0, 1), make_bundle(1600.0, 2), make_bundle(900.0, 2, seed=2)]
         out = write_outputs(tmp_path, bundles, [make_bundle(1.0, 2, workflow="runtime")], [train_manifest(1, (2.0,))])
         written = pd.read_csv(out["s.csv"])
         assert list(written.columns) == CSV_COLUMNS
         assert written["efficiency"].tolist() == pytest.approx([1.0, 1250 / 2000])  # median(1600, 900) = 1250
-        for name in ("t.png", "e.png", "l.png"):
+        for name in ("t.png", "e.png", "l.png", "r.png"):  # r.png: no cell has a ranks section, and it says so
             assert out[name].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         text = out["summary.md"].read_text()
         assert "| Isaac-Cartpole-Direct | rsl_rl | 64 | 2 | 2 | 1,250 |" in text
-        assert "| 1 [1–1] |" in text  # The 1-rank row: its speedup, quoted as median [low–high].
+        assert "| 1 | 1 | – |" in text  # The 1-rank row: its speedup and efficiency of 1, with no interval to quote.
         # Efficiency at 2 ranks: 1250 / 2000, between the ranges' 900 / 1000 / 2 and 1600 / 1000 / 2; one 1-rank seed
         # and two 2-rank seeds cover the medians with 0 × 0.5, which the summary says.
         assert "| 0.625 [0.45–0.8] (0.0%) |" in text
         assert "runtime" in text and "rank0" in text
         assert "Why: device: auto chose cpu with the cpu_fallback sizes: no GPU visible (NVML)." in text
+
+    def test_one_run_per_cell_quotes_no_interval(self, tmp_path):
+        """With one seed per world size the speedup and efficiency have no spread: the summary prints the bare
+        ratios, never a range of one value that would read as certainty."""
+        text = write_outputs(tmp_path, [make_bundle(1000.0, 1), make_bundle(1600.0, 2)], [], [])["summary.md"]
+        row = next(
+            line
+            for line in text.read_text().splitlines()
+            if line.startswith("| Isaac-Cartpole-Direct | rsl_rl | 64 | 2 |")
+        )
+        assert "| 1.6 | 0.8 | – |" in row and "[" not in row, row
 
     def test_summary_starts_with_the_plan(self, tmp_path):
         """summary.md carries the plan the workflow printed, each value with its source, before the results."""
@@ -586,8 +598,10 @@ class TestRankTimeTable:
             with_ranks(make_bundle(1550.0, 2, seed=3), (0.5, 0.55), None),
         ]
         assert all(validation_errors(bundle) == [] for bundle in bundles)
-        text = write_outputs(tmp_path, bundles, [], [])["summary.md"].read_text()
+        out = write_outputs(tmp_path, bundles, [], [])
+        text = out["summary.md"].read_text()
         section = text[text.index("## Where each rank's time went") :]
+        assert "![rank_time](r.png)" in section and out["r.png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         rows = [line for line in section.splitlines() if line.startswith("| Isaac-Cartpole-Direct")]
         # compute means over ranks: 0.7, 0.6, 0.525 -> median 0.6; waits 0.2, 0.1, 0.025 -> median 0.1
         assert rows == [

@@ -37,6 +37,11 @@ rule aggregate:
             caption="../report/learning_curves.rst",
             category="Learning",
         ),
+        rank_time=report(
+            "results/{study}/rank_time.png",
+            caption="../report/rank_time.rst",
+            category="Scaling",
+        ),
         summary=report(
             "results/{study}/summary.md",
             caption="../report/summary.rst",

@@ -66,5 +66,5 @@ EVALUATION_OF_PARITY = f"{RESULTS}/evaluate/parity/{{task}}/{{library}}/ws{{ws}}
 JOB_TIMES = "logs/{study}/job_times.jsonl"
 JAX_CACHE = "logs/{study}/jax_cache"
 WARP_CACHE = "logs/{study}/warp_cache"
-AGGREGATES = ("scaling.csv", "throughput.png", "efficiency.png", "learning_curves.png", "summary.md")
+AGGREGATES = ("scaling.csv", "throughput.png", "efficiency.png", "learning_curves.png", "rank_time.png", "summary.md")
 """The aggregate rule's outputs in ``results/<study>/`` that the workflow's default target asks for."""

@@ -230,6 +230,46 @@ def plot_scaling(table: pd.DataFrame, throughput_path: Path, efficiency_path: Pa
     _save(figures["efficiency"], efficiency_path)
 
 
+RANK_TIME_PARTS = (
+    ("compute", "compute (collection and update)", "tab:blue"),
+    ("communication_share", "communication (the transfer)", "tab:orange"),
+    ("wait_share", "waiting for the slowest rank", "tab:red"),
+)
+"""The stacked bar's parts of an iteration: the column of :func:`rlscale.study.rank_table.rank_time_table` (compute is
+what the other two leave), its label and its colour."""
+
+
+def rank_time_figure(table: pd.DataFrame) -> Figure:
+    """One panel per task: for each library and world size of two ranks or more, a bar of an iteration's time split
+    into compute, communication and waiting (shares, the means over ranks, medians over runs)."""
+    if not len(table):
+        figure, axis = plt.subplots(figsize=PANEL_SIZE, constrained_layout=True)
+        axis.axis("off")
+        axis.text(0.5, 0.5, "No cell ran on two ranks or more:\nno collectives to break down", ha="center", va="center")
+        return figure
+    tasks = sorted(set(table["task"]))
+    figure, axes = _panels([(task,) for task in tasks], "Where an iteration's time went, per library and world size")
+    for (task,), axis in axes.items():
+        rows = table[table["task"] == task].sort_values(["library", "world_size"])
+        labels = [f"{row.library}\n{row.world_size} ranks" for row in rows.itertuples()]
+        shares = {"communication_share": rows["communication_share"], "wait_share": rows["wait_share"]}
+        shares["compute"] = 1.0 - shares["communication_share"] - shares["wait_share"]
+        bottom = np.zeros(len(rows))
+        for column, label, colour in RANK_TIME_PARTS:
+            axis.bar(labels, shares[column], bottom=bottom, label=label, color=colour)
+            bottom += shares[column].to_numpy()
+        axis.set_ylim(0, 1)
+        axis.set_ylabel("share of an iteration")
+        axis.set_title(task)
+    next(iter(axes.values())).legend(loc="lower left", fontsize="small")
+    return figure
+
+
+def plot_rank_time(table: pd.DataFrame, path: Path) -> None:
+    """Write :func:`rank_time_figure` to a PNG file."""
+    _save(rank_time_figure(table), path)
+
+
 def plot_learning_curves(curves: pd.DataFrame, path: Path) -> None:
     """Write :func:`learning_curves_figure` to a PNG file."""
     _save(learning_curves_figure(curves), path)

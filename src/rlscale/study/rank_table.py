@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from statistics import fmean, median
 
 import pandas as pd
@@ -67,8 +68,9 @@ def rank_time_table(bundles: Sequence[Mapping]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=RANK_COLUMNS)
 
 
-def rank_time_markdown(table: pd.DataFrame, render: Callable[[pd.DataFrame], str]) -> list[str]:
-    """The summary's section on ``table`` (none when it is empty), each table rendered by ``render``."""
+def rank_time_markdown(table: pd.DataFrame, render: Callable[[pd.DataFrame], str], figure: str) -> list[str]:
+    """The summary's section on ``table`` (none when it is empty), each table rendered by ``render``, with the
+    stacked bar of :func:`rlscale.study.plots.rank_time_figure` in the file ``figure``."""
     if not len(table):
         return []
     return [
@@ -82,5 +84,7 @@ def rank_time_markdown(table: pd.DataFrame, render: Callable[[pd.DataFrame], str
         "with the runs that named it (none: no straggler).",
         "",
         render(table),
+        "",
+        f"![rank_time]({Path(figure).name})",
         "",
     ]

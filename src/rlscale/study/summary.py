@@ -16,7 +16,7 @@ from rlscale.study.aggregate import bundle_record, library_label, load_bundles, 
 from rlscale.study.evaluation_table import RunEvaluation, evaluation_table, read_evaluation
 from rlscale.study.job_times import read_job_times, timing_markdown
 from rlscale.study.parity_table import NOT_REACHED, curve_frame, parity_table, run_table
-from rlscale.study.plots import plot_learning_curves, plot_parity, plot_scaling
+from rlscale.study.plots import plot_learning_curves, plot_parity, plot_rank_time, plot_scaling
 from rlscale.study.rank_table import rank_time_markdown, rank_time_table
 from rlscale.study.train_runs import train_curves, train_table
 
@@ -32,8 +32,8 @@ def _format(value: object) -> str:
 
 def _with_interval(value: float, low: float, high: float, coverage: float) -> str:
     """``median [low–high]``, with the coverage where it falls short of 95 % (the range of too few seeds), or the
-    bare median where the interval is unknown."""
-    if math.isnan(low) or math.isnan(high) or math.isnan(value):
+    bare median where there is no interval: unknown, or a single value (one run, or the 1-rank row's speedup of 1)."""
+    if math.isnan(low) or math.isnan(high) or math.isnan(value) or low == high:
         return _format(value)
     short = f" ({coverage:.1%})" if coverage < CONFIDENCE else ""
     return f"{_format(value)} [{_format(low)}–{_format(high)}]{short}"
@@ -298,6 +298,7 @@ def write_study_outputs(
     throughput_plot: Path,
     efficiency_plot: Path,
     learning_plot: Path,
+    rank_time_plot: Path,
     summary: Path,
     parity_csv: Path | None = None,
     plan: Sequence[str] = (),
@@ -307,7 +308,7 @@ def write_study_outputs(
     job_times: Path | None = None,
     job_timing_csv: Path | None = None,
 ) -> pd.DataFrame:
-    """Aggregate a study's bundles and write the CSV, the three plots and the summary.
+    """Aggregate a study's bundles and write the CSV, the four plots and the summary.
 
     Args:
         study: Study name.
@@ -322,6 +323,7 @@ def write_study_outputs(
         throughput_plot: Output throughput figure.
         efficiency_plot: Output efficiency figure.
         learning_plot: Output figure of the train runs' learning curves.
+        rank_time_plot: Output figure of where each multi-rank cell's iterations went.
         summary: Output Markdown summary.
         plan: The plan's lines as the workflow printed them when parsed (:func:`rlscale.study.plan_summary.plan_lines`).
         parity_csv: The parity stage's table (:func:`write_parity_outputs`), its plots beside it; None leaves the
@@ -356,7 +358,9 @@ def write_study_outputs(
     timing = read_job_times(job_times)
     if job_timing_csv is not None:
         timing.to_csv(job_timing_csv, index=False)
-    ranks = rank_time_markdown(rank_time_table(bundles), markdown_table)
+    rank_times = rank_time_table(bundles)
+    plot_rank_time(rank_times, Path(rank_time_plot))
+    ranks = rank_time_markdown(rank_times, markdown_table, str(rank_time_plot))
     text = summary_markdown(
         study, device, device_reason, table, trains, others, figures, parity, plan, evaluation, ranks
     )
