@@ -12,8 +12,9 @@ from run_manifests import manifest_data, run_manifest
 from rlscale.benchmark.bundle import validation_errors
 from rlscale.study import summary
 from rlscale.study.aggregate import RECORD_COLUMNS, IncompatibleBundlesError, load_bundles, scaling_table
+from rlscale.study.markdown import markdown_table
 from rlscale.study.plots import learning_curves_figure, scaling_figures
-from rlscale.study.summary import ENV_ONLY_LABEL, markdown_table, other_bundles_table, write_study_outputs
+from rlscale.study.summary import ENV_ONLY_LABEL, other_bundles_table, write_study_outputs
 from rlscale.study.train_runs import train_curves, train_table
 
 CSV_COLUMNS = [

@@ -9,7 +9,7 @@ Bundles without the section (schema 1.0, skrl with JAX) are left out.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from statistics import fmean, median
 
@@ -17,6 +17,7 @@ import pandas as pd
 
 from rlscale.benchmark.rank_breakdown import STRAGGLER_FLOOR_S, STRAGGLER_SHARE
 from rlscale.study.aggregate import CELL, bundle_record, library_label
+from rlscale.study.markdown import markdown_table
 
 RANK_COLUMNS = [
     *("task", "library", "num_envs_per_rank", "world_size", "n_runs", "iteration_s", "compute_s", "collective_s"),
@@ -68,9 +69,9 @@ def rank_time_table(bundles: Sequence[Mapping]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=RANK_COLUMNS)
 
 
-def rank_time_markdown(table: pd.DataFrame, render: Callable[[pd.DataFrame], str], figure: str) -> list[str]:
-    """The summary's section on ``table`` (none when it is empty), each table rendered by ``render``, with the
-    stacked bar of :func:`rlscale.study.plots.rank_time_figure` in the file ``figure``."""
+def rank_time_markdown(table: pd.DataFrame, figure: str) -> list[str]:
+    """The summary's section on ``table`` (none when it is empty), with the stacked bar of
+    :func:`rlscale.study.plots.rank_time_figure` in the file ``figure``."""
     if not len(table):
         return []
     return [
@@ -83,7 +84,7 @@ def rank_time_markdown(table: pd.DataFrame, render: Callable[[pd.DataFrame], str
         f"rank when its compute exceeds the others' median by over {STRAGGLER_SHARE:.0%} and {STRAGGLER_FLOOR_S} s,",
         "with the runs that named it (none: no straggler).",
         "",
-        render(table),
+        markdown_table(table),
         "",
         f"![rank_time]({Path(figure).name})",
         "",

@@ -9,42 +9,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from rlscale.benchmark.stats import CONFIDENCE
 from rlscale.benchmark.workflow import PHASES as STARTUP_PHASES
 from rlscale.manifest import read_manifest
 from rlscale.study.aggregate import bundle_record, library_label, load_bundles, read_bundle, scaling_table
 from rlscale.study.evaluation_table import RunEvaluation, evaluation_table, read_evaluation
 from rlscale.study.job_times import read_job_times, timing_markdown
+from rlscale.study.markdown import cell_text, markdown_table, with_interval
 from rlscale.study.parity_table import NOT_REACHED, curve_frame, parity_table, run_table
 from rlscale.study.plots import plot_learning_curves, plot_parity, plot_rank_time, plot_scaling
 from rlscale.study.rank_table import rank_time_markdown, rank_time_table
 from rlscale.study.train_runs import train_curves, train_table
-
-
-def _format(value: object) -> str:
-    """One table cell: integers as is, floats to 3 significant digits (thousands separated), NaN/None as ``–``."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if isinstance(value, float):
-        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
-    return str(value)
-
-
-def _with_interval(value: float, low: float, high: float, coverage: float) -> str:
-    """``median [low–high]``, with the coverage where it falls short of 95 % (the range of too few seeds), or the
-    bare median where there is no interval: unknown, or a single value (one run, or the 1-rank row's speedup of 1)."""
-    if math.isnan(low) or math.isnan(high) or math.isnan(value) or low == high:
-        return _format(value)
-    short = f" ({coverage:.1%})" if coverage < CONFIDENCE else ""
-    return f"{_format(value)} [{_format(low)}–{_format(high)}]{short}"
-
-
-def markdown_table(frame: pd.DataFrame) -> str:
-    """Render ``frame`` as a GitHub-flavoured Markdown table (pandas' own needs the optional ``tabulate``)."""
-    header = "| " + " | ".join(map(str, frame.columns)) + " |"
-    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    rows = ["| " + " | ".join(_format(value) for value in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join([header, rule, *rows])
 
 
 def evidence_level(n_runs: int) -> str:
@@ -136,7 +110,7 @@ def not_reached_lines(task: str, rows: pd.DataFrame) -> list[str]:
         lines.append(
             f"- {row.rl_library}, {row.variant}, world size {row.world_size}: {row.n_reached} of {row.n_runs} seeds "
             f"reached it; the runs ran {row.env_steps_run:,.0f} env steps (budget {row.max_env_steps:,.0f}), best "
-            f"{row.metric} {_format(row.best_value)} (each run's {best} value, median over seeds)."
+            f"{row.metric} {cell_text(row.best_value)} (each run's {best} value, median over seeds)."
         )
     budget = rows["max_env_steps"].iloc[0]
     return [
@@ -221,7 +195,7 @@ def summary_markdown(
     for column, interval in (("speedup", "speedup"), ("efficiency", "efficiency"), ("peer_ratio_median", "peer_ratio")):
         coverage = "speedup_coverage" if interval == "efficiency" else f"{interval}_coverage"
         bounds = [f"{interval}_low", f"{interval}_high", coverage]
-        shown[column] = [_with_interval(*values) for values in shown[[column, *bounds]].itertuples(index=False)]
+        shown[column] = [with_interval(*values) for values in shown[[column, *bounds]].itertuples(index=False)]
     shown = shown.drop(columns=[column for column in shown if column.endswith(("_low", "_high", "_coverage"))])
     levels = sorted({evidence_level(int(n)) for n in table["n_runs"]}) if len(table) else []
     lines = [
@@ -360,7 +334,7 @@ def write_study_outputs(
         timing.to_csv(job_timing_csv, index=False)
     rank_times = rank_time_table(bundles)
     plot_rank_time(rank_times, Path(rank_time_plot))
-    ranks = rank_time_markdown(rank_times, markdown_table, str(rank_time_plot))
+    ranks = rank_time_markdown(rank_times, str(rank_time_plot))
     text = summary_markdown(
         study, device, device_reason, table, trains, others, figures, parity, plan, evaluation, ranks
     )
