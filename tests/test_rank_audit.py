@@ -11,9 +11,9 @@ from process_utils import wait_for_no_process
 from rlscale_command import rlscale
 
 AUDITS = [
-    ("rsl_rl", "torch", ["--sync_check_interval", "1", "--max_iterations", "6"]),
-    ("rl_games", "torch", ["--max_iterations", "2"]),
-    ("skrl", "torch", ["--max_iterations", "2"]),
+    pytest.param("rsl_rl", "torch", ["--sync_check_interval", "1", "--max_iterations", "6"], id="rsl_rl-torch"),
+    pytest.param("rl_games", "torch", ["--max_iterations", "2"], id="rl_games-torch"),
+    pytest.param("skrl", "torch", ["--max_iterations", "2"], id="skrl-torch"),
     pytest.param("skrl", "jax", ["--max_iterations", "2"], marks=pytest.mark.extras, id="skrl-jax"),  # library_paths
 ]
 """Each library path with the audit that catches the drift at iteration 2: the final one of a 2-iteration run, or on

@@ -597,6 +597,7 @@ print(sum(hits))
 """
 
 
+@pytest.mark.extras  # MJX's JAX backend, an optional install (rlscale[mjx])
 def test_second_process_loads_the_jax_compile_cache(tmp_path):
     """A study job's JIT compile is loaded by the next process from the shared cache, however short it was (JAX
     keeps only compiles over a second by default, and this one takes milliseconds)."""
