@@ -78,7 +78,8 @@ def startup(tmp_path_factory) -> Run:
 
 @pytest.fixture(scope="module")
 def training_multigpu(tmp_path_factory) -> Run:
-    args = ("--num_gpus", "2", "--num_envs", str(RANK_ENVS), "--max_iterations", "3")
+    # Five iterations, four measured: the median of each rank's times stands up to one iteration slowed by a busy host.
+    args = ("--num_gpus", "2", "--num_envs", str(RANK_ENVS), "--max_iterations", "5")
     return run_benchmark(tmp_path_factory, "training_multigpu", *args)
 
 
@@ -232,14 +233,14 @@ class TestMultiGpu:
 
     def test_every_rank_timed_and_no_straggler(self, training_multigpu):
         """Both ranks' iterations break down into collection, update and collectives (the gradient all-reduce among
-        them); two even ranks name no straggler."""
+        them; each figure a median over the measured iterations, so they add up per iteration, not exactly as
+        medians); two even ranks name no straggler."""
         ranks = training_multigpu.bundle["ranks"]
         assert [rank["rank"] for rank in ranks["per_rank"]] == [0, 1]
-        assert ranks["straggler"] is None and ranks["iterations_measured"] == 2
+        assert ranks["straggler"] is None and ranks["iterations_measured"] == 4
         for rank in ranks["per_rank"]:
-            parts = rank["collection_compute_s"] + rank["update_compute_s"] + rank["collective_s"]
-            assert parts == pytest.approx(rank["iteration_s"])  # medians of two measured iterations: their means
-            assert rank["collective_s"] > 0 and rank["collectives"]["all_reduce"]["bytes"] > 0
+            assert 0 < rank["collective_s"] < rank["iteration_s"] and rank["collectives"]["all_reduce"]["bytes"] > 0
+            assert rank["collection_compute_s"] > 0 and rank["update_compute_s"] > 0
         assert "ranks: straggler none" in training_multigpu.result.stdout
 
     def test_rank1_wrote_no_bundle_anywhere(self, training_multigpu):
