@@ -59,6 +59,39 @@ class TestCollectiveTimer:
         dist.all_reduce(torch.ones(1))  # uninstalled: no longer seen
         assert timer.take() == CollectiveTime(0.0, 0.0, {})
 
+    @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (NCCL)")
+    def test_times_nccl_collectives_with_cuda_events(self, tmp_path, monkeypatch):
+        """On a GPU rank the calls are bracketed by CUDA events on the current stream and read at take(): what is
+        timed is the collective's time on the stream, not the host's call (which returns at once), with the sizes of
+        the tensors and the rollout's part split off. The broadcast here also spins the GPU for 50 M clock cycles
+        (at least 20 ms below 2.5 GHz), as a rank that waits for a late peer would."""
+        real_broadcast = dist.broadcast
+
+        def late_broadcast(tensor, src, group=None, async_op=False):
+            torch.cuda._sleep(50_000_000)
+            return real_broadcast(tensor, src, group=group, async_op=async_op)
+
+        monkeypatch.setattr(dist, "broadcast", late_broadcast)
+        dist.init_process_group("nccl", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+        try:
+            timer = CollectiveTimer(on_cuda=True)
+            gradients = torch.ones(16 * 2**20, device="cuda")  # 64 MiB
+            dist.all_reduce(gradients[:1])  # NCCL makes its communicator at the first collective
+            with timer.installed():
+                timer.restart()
+                dist.all_reduce(gradients[:1024])
+                timer.mark_rollout_end()
+                dist.all_reduce(gradients)
+                dist.broadcast(torch.zeros(8, device="cuda"), src=0)
+                taken = timer.take()
+        finally:
+            dist.destroy_process_group()
+        assert taken.by_kind == {
+            "all_reduce": CollectiveCalls(2, 4096 + 64 * 2**20),
+            "broadcast": CollectiveCalls(1, 32),
+        }
+        assert taken.rollout_seconds >= 0 and taken.seconds - taken.rollout_seconds > 0.02
+
     def test_restart_forgets_what_came_before(self, one_rank_group):
         """The library's setup broadcasts, made before the first rollout starts, belong to no iteration."""
         timer = CollectiveTimer(on_cuda=False)

@@ -46,6 +46,8 @@ class TestSupportedRange:
         dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
         pin = next(Requirement(entry) for entry in dependencies if Requirement(entry).name == "snakemake")
         assert pin.specifier == SpecifierSet(SUPPORTED_SNAKEMAKE)
+        # `snakemake --report` (make study's last step) shows the aggregation scripts with pygments.
+        assert "reports" in pin.extras
 
     def test_the_docs_state_it(self):
         assert f"Snakemake `{SUPPORTED_SNAKEMAKE}`" in (ROOT / "docs" / "study.md").read_text()
