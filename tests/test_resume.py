@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 import os
 import pickle
@@ -25,12 +26,12 @@ import pytest
 import torch
 from library_paths import PATH_PARAMS
 from rlscale_command import rlscale
-from run_manifests import manifest_data
+from run_manifests import manifest_data, run_manifest
 from test_bad_inputs import case, run_case, tree
 
 from rlscale.manifest import read_manifest
 from rlscale.paths import atomic_path
-from rlscale.resume import RunIdentity, latest_run, newest_loadable
+from rlscale.resume import RunIdentity, TrainingShape, latest_run, newest_loadable, shape_to_keep
 from rlscale.rl.common import parameter_digest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,18 +47,29 @@ IDENTITY = ("Isaac-Cartpole-Direct", "rsl_rl", "torch")
 """Task, library and framework of :func:`recorded_run`'s runs unless told otherwise (:data:`TRAIN`'s)."""
 
 
-def recorded_run(log_root: Path, directory: str, run_name: str | None = None, **args) -> Path:
+def recorded_run(
+    log_root: Path, directory: str, run_name: str | None = None, manifest: dict | None = None, **args
+) -> Path:
     """A run directory ``log_root/directory`` holding only a rank-0 manifest with these ``args`` (by default an
-    ``rlscale train`` run of :data:`IDENTITY`), written after every one made before."""
+    ``rlscale train`` run of :data:`IDENTITY`, which trained no iteration) and other ``manifest`` fields, written
+    after every one made before."""
     task, rl_library, ml_framework = IDENTITY
     defaults = {"command": "rlscale train", "task": task, "rl_library": rl_library, "ml_framework": ml_framework}
     path = log_root / directory / "manifest.json"
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps(manifest_data({"args": defaults | args | {"run_name": run_name}})))
+    fields = (manifest or {}) | {"args": defaults | args | {"run_name": run_name}}
+    path.write_text(json.dumps(manifest_data(fields)))
     newest = max((other.stat().st_mtime for other in log_root.rglob("manifest.json")), default=0)
     os.utime(path, (newest + 1, newest + 1))  # distinct modification times, in the order made
     return path.parent
 
+
+ELASTIC_PATHS = [
+    PATH_PARAMS[0],
+    *(pytest.param(*param.values, marks=pytest.mark.extras, id=param.id) for param in PATH_PARAMS[1:3]),
+]
+"""Each library on torch, for a run continued at three world sizes: make test trains rsl_rl's, make test-extras
+rl_games' and skrl's (five invocations of up to 4 ranks each)."""
 
 NAMED = "--device cpu --run_name long --resume auto"
 REFUSED = [
@@ -72,9 +84,13 @@ REFUSED = [
      {"run_name": "long", "rl_library": "skrl"}),
     (case("unnamed-other-task", "train --task Isaac-Cartpole --device cpu --resume auto", "the unnamed run under logs",
           "--task Isaac-Cartpole-Direct, not Isaac-Cartpole", "pass --run_name NAME to start a new run"), {}),
+    (case("other-lr-scaling", f"train --task Isaac-Cartpole-Direct --num_envs 64 {NAMED}", "rlscale train: error: "
+          "--resume auto: continuing logs/", "would change --lr_scaling from linear to none; continue it as it ran",
+          "or pass --resume_elastic to change it on purpose"),
+     {"run_name": "long", "lr_scaling": "linear", "manifest": {"iterations_completed": 2}}),
 ]  # fmt: skip
 """Commands whose ``--resume auto`` finds, under ``logs``, a run (made by :func:`recorded_run` with these args) of
-another task, library or ML framework."""
+another task, library or ML framework, or one it would continue with another learning rate."""
 
 
 class TestAtomicWrite:
@@ -137,6 +153,36 @@ class TestSelection:
         assert latest_run(tmp_path, dataclasses.replace(asked, run_name="z")) is None
 
 
+class TestTrainingShape:
+    SHAPE = TrainingShape(world_size=2, num_envs_per_rank=8, lr_scaling="none", normalizer_sync=False)
+
+    def test_another_split_of_the_same_global_batch_changes_nothing(self):
+        for world_size, num_envs in ((1, 16), (2, 8), (4, 4)):
+            now = dataclasses.replace(self.SHAPE, world_size=world_size, num_envs_per_rank=num_envs)
+            assert self.SHAPE.changes_to(now) == []
+
+    def test_each_change_of_how_the_run_learns_is_named(self):
+        """The global batch, --lr_scaling, a learning rate that --lr_scaling ties to the world size, and the
+        normalizer sync; a recorded run without an env count changes its batch by definition."""
+        replace = functools.partial(dataclasses.replace, self.SHAPE)
+        assert self.SHAPE.changes_to(replace(world_size=4)) == [
+            "the global batch from 2 rank(s) x 8 envs (16) to 4 rank(s) x 8 envs (32)"
+        ]
+        assert self.SHAPE.changes_to(replace(lr_scaling="linear")) == ["--lr_scaling from none to linear"]
+        scaled = replace(lr_scaling="sqrt")
+        assert scaled.changes_to(dataclasses.replace(scaled, world_size=1, num_envs_per_rank=16)) == [
+            "the learning rate, which --lr_scaling sqrt scales from 2 to 1 rank(s)"
+        ]
+        assert self.SHAPE.changes_to(replace(normalizer_sync=True)) == ["--sync_normalizer from off to on"]
+        assert len(replace(num_envs_per_rank=None).changes_to(self.SHAPE)) == 1
+
+    def test_a_run_that_trained_nothing_has_no_shape_to_keep(self):
+        assert shape_to_keep(run_manifest({"iterations_completed": 0})) is None
+        assert shape_to_keep(run_manifest({"iterations_completed": 3, "world_size": 2})) == TrainingShape(
+            2, 64, "none", False
+        )
+
+
 class TestResumeAuto:
     def test_truncated_newest_checkpoint_is_skipped(self, tmp_path):
         """A damaged newest checkpoint is passed over, with a line saying so, for the one before it."""
@@ -154,24 +200,53 @@ class TestResumeAuto:
         assert manifest["resumed_from"] == str(run_dir / "model_4.pt")
         assert (manifest["start_iteration"], manifest["iterations_completed"]) == (5, 8)
 
-    def test_an_elastic_run_keeps_every_segment(self, tmp_path):
-        """A run of 2 ranks x 8 envs continues on 1 rank x 16 envs, then on 2 ranks again: both ranks of a job pick
-        the same run directory and rank 0's checkpoint. Rank 0's manifest keeps every segment; rank 1's those it ran
-        in."""
-        args = [*TRAIN, "--log_root", str(tmp_path)]
-        two_ranks = ["train_multigpu", "--num_gpus", "2", *args, "--num_envs", "8"]
-        first = rlscale(*two_ranks, "--max_iterations", "2", env=ENV)
+    @pytest.mark.parametrize("path", ELASTIC_PATHS)
+    def test_a_run_continues_on_1_2_and_4_ranks(self, tmp_path, path):
+        """A run of 2 ranks x 4 envs continues on 1 rank x 8 (the same global batch: said, not refused); on 2 ranks x
+        8 it would double the global batch, refused in one line (exit 2) until --resume_elastic asks for it; then on 4
+        ranks x 4. Every rank of a job picks the same run directory and rank 0's checkpoint, the ranks end in sync, and
+        rank 0's manifest keeps every segment (rank 1's those it ran in). The final line counts this invocation's
+        iterations, not the run's."""
+        library, framework = path
+        args = [*TRAIN, "--rl_library", library, "--ml_framework", framework, "--log_root", str(tmp_path)]
+
+        def train(ranks: int, num_envs: int, iterations: int, *more: str):
+            command = ["train"] if ranks == 1 else ["train_multigpu", "--num_gpus", str(ranks)]
+            return rlscale(
+                *command, *args, "--num_envs", str(num_envs), "--max_iterations", str(iterations), *more, env=ENV
+            )
+
+        first = train(2, 4, 2)
         assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-        second = rlscale("train", *args, "--max_iterations", "3", env=ENV)
-        assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
-        assert "continuing on 1 rank(s) x 16 envs; the previous invocation ran 2 rank(s) x 8 envs" in second.stdout
-        third = rlscale(*two_ranks, "--max_iterations", "4", env=ENV)
-        assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
+        assert "completed 2 iterations in" in first.stdout
+        on_one = train(1, 8, 3)
+        assert on_one.returncode == 0, on_one.stdout[-3000:] + on_one.stderr[-3000:]
+        assert "continuing on 1 rank(s) x 8 envs; the previous invocation ran 2 rank(s) x 4 envs" in on_one.stdout
+        assert "completed iteration 3 of 3 in" in on_one.stdout
+        [manifest] = rank0_manifests(tmp_path)
+        before = tree(tmp_path)
+        doubled = train(2, 8, 4)
+        assert doubled.returncode == 2 and tree(tmp_path) == before
+        assert [line for line in doubled.stderr.splitlines() if "error" in line] == [
+            f"rlscale train_multigpu: error: --resume auto: continuing {manifest['run_dir']} would change the global "
+            "batch from 1 rank(s) x 8 envs (8) to 2 rank(s) x 8 envs (16); continue it as it ran (a split of 8 envs "
+            "among the ranks keeps the global batch), or pass --resume_elastic to change it on purpose"
+        ]
+        elastic = train(2, 8, 4, "--resume_elastic")
+        assert elastic.returncode == 0, elastic.stdout[-3000:] + elastic.stderr[-3000:]
+        assert (
+            "--resume auto (--resume_elastic): changing the global batch from 1 rank(s) x 8 envs (8) to 2"
+            in elastic.stdout
+        )
+        on_four = train(4, 4, 6)
+        assert on_four.returncode == 0, on_four.stdout[-3000:] + on_four.stderr[-3000:]
+        assert "completed iterations 5-6 of 6 in" in on_four.stdout
         [manifest] = rank0_manifests(tmp_path)
         rank1 = json.loads(Path(manifest["run_dir"], "rank_1", "manifest.json").read_text())
-        assert manifest["resumed_from"] == rank1["resumed_from"] == str(Path(manifest["run_dir"], "model_2.pt"))
-        assert (rank1["start_iteration"], rank1["iterations_completed"]) == (3, 4)
-        assert len(set(manifest["rank_param_digests"])) == 1
+        assert manifest["resumed_from"] == rank1["resumed_from"]
+        assert Path(manifest["resumed_from"]).parent.is_relative_to(manifest["run_dir"])
+        assert (rank1["start_iteration"], rank1["iterations_completed"]) == (4, 6)
+        assert len(manifest["rank_param_digests"]) == 4 and len(set(manifest["rank_param_digests"])) == 1
 
         def shape(segments) -> list[tuple]:
             return [
@@ -180,12 +255,13 @@ class TestResumeAuto:
             ]
 
         segments = read_manifest(Path(manifest["run_dir"], "manifest.json")).segments
-        assert shape(segments) == [(2, 8, 0, 1), (1, 16, 2, 2), (2, 8, 3, 3)]
+        assert shape(segments) == [(2, 4, 0, 1), (1, 8, 2, 2), (2, 8, 3, 3), (4, 4, 4, 5)]
         assert all(segment.status == "completed" and segment.wall_time_s > 0 for segment in segments)
         assert sorted(segment.start_time for segment in segments) == [segment.start_time for segment in segments]
         assert shape(read_manifest(Path(manifest["run_dir"], "rank_1", "manifest.json")).segments) == [
-            (2, 8, 0, 1),
+            (2, 4, 0, 1),
             (2, 8, 3, 3),
+            (4, 4, 4, 5),
         ]
 
     def test_a_named_and_an_unnamed_run_continue_only_themselves(self, tmp_path):
@@ -212,8 +288,9 @@ class TestResumeAuto:
 
     @pytest.mark.parametrize(("item", "recorded"), REFUSED, ids=[item.id for item, _ in REFUSED])
     def test_a_run_of_another_task_library_or_framework_is_refused(self, item, recorded, tmp_path, monkeypatch, capsys):
-        """The run --resume auto would continue ran with another task, library or ML framework: one line naming
-        the option, both values and the fix; exit 2; nothing written (the launcher refuses before it launches)."""
+        """The run --resume auto would continue ran with another task, library or ML framework, or would learn at
+        another rate: one line naming the option, both values and the fix; exit 2; nothing written (the launcher
+        refuses before it launches)."""
         monkeypatch.chdir(tmp_path)
         library = recorded.get("rl_library", IDENTITY[1])
         name = f"{library}/{IDENTITY[0]}/2020-01-01_00-00-00{'_long' if recorded.get('run_name') else ''}"

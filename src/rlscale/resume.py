@@ -13,13 +13,95 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlscale.manifest import MANIFEST_NAME, InvalidManifest, RunArgs, read_manifest
+from rlscale.manifest import MANIFEST_NAME, InvalidManifest, RunArgs, RunManifest, read_manifest
 
 AUTO = "auto"
 """The ``--resume`` value that continues the latest run in place."""
 
 MUST_MATCH = {"task": "--task", "rl_library": "--rl_library", "ml_framework": "--ml_framework"}
 """What a continuation must share with the run it continues → the option that sets it."""
+
+ELASTIC_OPTION = "--resume_elastic"
+"""The option that continues a run at another :class:`TrainingShape` on purpose."""
+
+
+@dataclass(frozen=True)
+class TrainingShape:
+    """How a run's invocation trains, beyond its task and library.
+
+    The global batch is ``world_size × num_envs_per_rank`` envs' steps per iteration (the ranks average their
+    gradients, so the split among ranks does not change the update), and ``lr_scaling`` makes the learning rate a
+    function of the world size.
+    """
+
+    world_size: int
+    num_envs_per_rank: int | None
+    lr_scaling: str
+    normalizer_sync: bool
+
+    @property
+    def global_envs(self) -> int | None:
+        return None if self.num_envs_per_rank is None else self.world_size * self.num_envs_per_rank
+
+    def describe(self) -> str:
+        return f"{self.world_size} rank(s) x {self.num_envs_per_rank} envs"
+
+    def changes_to(self, now: TrainingShape) -> list[str]:
+        """What a continuation from this shape at ``now`` would change of how the run learns, each as a phrase; empty:
+        the same global batch, learning rate and normalizers (another split among ranks is not a change)."""
+        changes = []
+        if self.global_envs is None or self.global_envs != now.global_envs:
+            changes.append(
+                f"the global batch from {self.describe()} ({self.global_envs or '?'}) to {now.describe()} "
+                f"({now.global_envs})"
+            )
+        if self.lr_scaling != now.lr_scaling:
+            changes.append(f"--lr_scaling from {self.lr_scaling} to {now.lr_scaling}")
+        elif self.lr_scaling != "none" and self.world_size != now.world_size:
+            changes.append(
+                f"the learning rate, which --lr_scaling {self.lr_scaling} scales from {self.world_size} to "
+                f"{now.world_size} rank(s)"
+            )
+        if self.normalizer_sync != now.normalizer_sync:
+            changes.append(f"--sync_normalizer from {_on_off(self.normalizer_sync)} to {_on_off(now.normalizer_sync)}")
+        return changes
+
+
+def shape_to_keep(manifest: RunManifest) -> TrainingShape | None:
+    """The shape of a run's last invocation, as its manifest records it (an older one without segments: its
+    arguments); None when the run finished no iteration, so that a continuation starts it afresh whatever its shape."""
+    trained = any(segment.last_iteration is not None for segment in manifest.segments)
+    if not (trained or manifest.iterations_completed):
+        return None
+    last = manifest.segments[-1] if manifest.segments else None
+    return TrainingShape(
+        world_size=last.world_size if last else manifest.world_size,
+        num_envs_per_rank=last.num_envs_per_rank if last else manifest.num_envs,
+        lr_scaling=manifest.args.lr_scaling,
+        normalizer_sync=manifest.args.normalizer_sync,
+    )
+
+
+def _on_off(flag: bool) -> str:
+    return "on" if flag else "off"
+
+
+def check_shape_kept(directory: Path, before: TrainingShape, now: TrainingShape, elastic: bool) -> list[str]:
+    """What continuing the run in ``directory``, whose last invocation had shape ``before``, at ``now`` changes
+    (:meth:`TrainingShape.changes_to`).
+
+    Raises:
+        ValueError: when it changes something and the continuation is not elastic (:data:`ELASTIC_OPTION`), naming
+            each change, and how to keep the shape or change it on purpose.
+    """
+    changes = before.changes_to(now)
+    if changes and not elastic:
+        raise ValueError(
+            f"--resume auto: continuing {directory} would change {'; and '.join(changes)}; continue it as it ran "
+            f"(a split of {before.global_envs or '?'} envs among the ranks keeps the global batch), or pass "
+            f"{ELASTIC_OPTION} to change it on purpose"
+        )
+    return changes
 
 
 @dataclass(frozen=True)

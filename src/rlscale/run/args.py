@@ -13,7 +13,7 @@ from pathlib import Path
 from rlscale.argparsing import OneLineParser
 from rlscale.dist import collective_timeout, rank_info
 from rlscale.paths import unwritable_reason
-from rlscale.resume import AUTO
+from rlscale.resume import AUTO, ELASTIC_OPTION
 from rlscale.rl import LIBRARIES, ml_frameworks
 from rlscale.rl.rank_scaling import LR_SCALINGS
 from rlscale.rl.tracking import DEFAULT_PROJECT, LOGGERS, PROJECT_FORBIDDEN, missing_client
@@ -64,6 +64,14 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
         help="checkpoint to continue training from; auto: continue the latest run of this --run_name (none: the latest "
         "unnamed run) under --log_root in its run directory, from its newest loadable checkpoint (from scratch if it "
         "has none), to --max_iterations in total; a run of another task, library or ML framework is refused",
+    )
+    parser.add_argument(
+        ELASTIC_OPTION,
+        dest="resume_elastic",
+        action="store_true",
+        help="with --resume auto: continue the run even at another world size, env count per rank, --lr_scaling or "
+        "--sync_normalizer than its last invocation's (the global batch, and the learning rate, change from there "
+        "on); without it such a continuation is refused",
     )
     parser.add_argument(
         "--checkpoint_interval",
@@ -174,6 +182,8 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace, lau
     for flag in ("num_envs", "max_iterations", "checkpoint_interval", "cpu_threads"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             parser.error(f"--{flag} must be at least 1 (got {getattr(args, flag)})")
+    if args.resume_elastic and args.resume != AUTO:
+        parser.error(f"{ELASTIC_OPTION} continues a run with --resume auto; add --resume auto, or drop it")
     if args.sync_check_interval < 0:
         parser.error(f"--sync_check_interval must be non-negative (got {args.sync_check_interval})")
     try:

@@ -21,7 +21,7 @@ from rlscale.heartbeat import beat
 from rlscale.resume import AUTO
 from rlscale.run.rank import place_rank
 from rlscale.run.spec import RunSpec
-from rlscale.run.start import auto_resume, report_elastic, resolve_seed, run_directory, tracker_run
+from rlscale.run.start import auto_resume, check_continuation, resolve_seed, run_directory, tracker_run
 from rlscale.run.stop_signals import INTERRUPTED_EXIT_CODE, interrupt_on_stop_signals
 
 if TYPE_CHECKING:
@@ -230,13 +230,12 @@ def prepare(spec: RunSpec) -> _Run:
     else:
         resume = spec.resume_path
         start = adapter.checkpoint_iteration(resume, agent_cfg) if resume else 0
+    check_continuation(spec, rank, run_dir)
     # A continued run keeps the segments and iterations its manifest recorded; each rank keeps those of the
     # invocations it ran in.
     continued = continued_run(log_dir / MANIFEST_NAME, start) if spec.resume == AUTO else Continued()
     tracker = tracker_run(spec, rank, log_dir, seed)
     segment = Segment.starting_now(rank.world_size, spec.num_envs, start)
-    if continued.segments and rank.is_main:
-        report_elastic(continued.segments[-1], segment)
     manifest = Manifest(
         log_dir / MANIFEST_NAME,
         segment,

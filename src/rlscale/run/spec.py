@@ -18,7 +18,8 @@ from typing import Any
 from rlscale.device import Device
 from rlscale.dist import rank_info
 from rlscale.faults import fault_from_environment
-from rlscale.resume import AUTO, RunIdentity, run_to_continue
+from rlscale.manifest import MANIFEST_NAME, InvalidManifest, read_manifest
+from rlscale.resume import AUTO, RunIdentity, TrainingShape, check_shape_kept, run_to_continue, shape_to_keep
 from rlscale.rl import agent_defaults
 from rlscale.rl.agent_overrides import apply_override
 from rlscale.run.args import build_parser, check_options, parse_command_line, split_overrides
@@ -64,6 +65,8 @@ class RunSpec:
     run_name: str | None
     resume: str | None
     """A checkpoint file, ``auto``, or None."""
+    resume_elastic: bool
+    """With ``--resume auto``: continue even at another :class:`~rlscale.resume.TrainingShape`."""
     checkpoint_interval: int | None
     agent: tuple[str, ...]
     """``--agent`` entries as given."""
@@ -104,6 +107,10 @@ class RunSpec:
     def resume_path(self) -> Path | None:
         """The checkpoint to continue from, when one is named (not ``auto``)."""
         return Path(self.resume) if self.resume not in (None, AUTO) else None
+
+    def shape(self, world_size: int | None = None) -> TrainingShape:
+        """How this spec trains at ``world_size`` ranks (default: the job's)."""
+        return TrainingShape(world_size or self.world_size, self.num_envs, self.lr_scaling, self.normalizer_sync)
 
     def typed_env_overrides(self) -> dict[str, Any]:
         """``env_overrides`` as the typed values the task's config takes.
@@ -171,10 +178,11 @@ def spec_from_args(
         task_id = resolve_task_id(args.task)
     except UnknownTaskError as error:
         parser.error(f"--task: {error}")
+    continued = None
     if args.resume == AUTO:
         asked = RunIdentity(parser.prog, args.run_name, task_id, args.rl_library, args.ml_framework)
         try:
-            run_to_continue(Path(args.log_root), asked)
+            continued = run_to_continue(Path(args.log_root), asked)
         except ValueError as error:
             parser.error(str(error))
     launched = job is not None
@@ -213,8 +221,14 @@ def spec_from_args(
         with_overrides(task_spec.cfg_class(), typed_overrides)
     except ValueError as error:
         parser.error(f"env overrides: {task_id}'s config: {error}")
-    num_envs = spec.num_envs or task_spec.cfg_class().num_envs
-    return dataclasses.replace(spec, agent_cfg=agent_cfg, num_envs=num_envs)
+    spec = dataclasses.replace(spec, agent_cfg=agent_cfg, num_envs=spec.num_envs or task_spec.cfg_class().num_envs)
+    if continued is not None and spec.world_size is not None:  # an elastic job's ranks check it (run.start)
+        try:
+            if (before := shape_to_keep(read_manifest(continued / MANIFEST_NAME))) is not None:
+                check_shape_kept(continued, before, spec.shape(), spec.resume_elastic)
+        except ValueError as error:  # InvalidManifest too
+            parser.error(str(error))
+    return spec
 
 
 def _spec(
@@ -240,6 +254,7 @@ def _spec(
         log_root=args.log_root,
         run_name=args.run_name,
         resume=None if args.resume is None else str(args.resume),
+        resume_elastic=args.resume_elastic,
         checkpoint_interval=args.checkpoint_interval,
         agent=tuple(args.agent),
         overrides=tuple(args.overrides),
@@ -316,7 +331,7 @@ def resolve_device(parser: argparse.ArgumentParser, requested: str | None) -> De
 def _check_checkpoint(
     parser: argparse.ArgumentParser, path: Path, ml_framework: str, task_id: str, rl_library: str, agent_cfg: dict
 ) -> None:
-    from rlscale.manifest import InvalidManifest, read_checkpoint_manifest, run_directory_of
+    from rlscale.manifest import read_checkpoint_manifest, run_directory_of
     from rlscale.rl.checkpoint_fit import CheckpointMismatch, WritingRun, check_checkpoint_fits
     from rlscale.rl.common import check_weights_only
 

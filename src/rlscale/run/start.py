@@ -6,17 +6,13 @@ import datetime
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rlscale.dist import RUN_TIMESTAMP_ENV, RankInfo
-from rlscale.manifest import MANIFEST_NAME, run_directory_of, tracker_id_of
-from rlscale.resume import AUTO, newest_loadable, run_to_continue
+from rlscale.manifest import MANIFEST_NAME, read_manifest, run_directory_of, tracker_id_of
+from rlscale.resume import AUTO, ELASTIC_OPTION, check_shape_kept, newest_loadable, run_to_continue, shape_to_keep
 from rlscale.rl import LIBRARIES
 from rlscale.rl.tracking import DEFAULT_PROJECT, TrackerRun, new_run_id
 from rlscale.run.spec import RunSpec
-
-if TYPE_CHECKING:
-    from rlscale.manifest import Segment
 
 
 def run_directory(spec: RunSpec) -> Path:
@@ -65,13 +61,22 @@ def auto_resume(
     return checkpoint, start
 
 
-def report_elastic(before: Segment, now: Segment) -> None:
-    """Say so when a continued run goes on at another world size or env count than its previous invocation's (the
-    manifest's segments record both)."""
-    if (before.world_size, before.num_envs_per_rank) != (now.world_size, now.num_envs_per_rank):
+def check_continuation(spec: RunSpec, rank: RankInfo, run_dir: Path) -> None:
+    """Before a ``--resume auto`` rank rewrites the manifest in ``run_dir``: refuse a continuation that changes how the
+    run learns unless it is elastic (the launcher refused it already where it knew the world size), and say what it
+    changes or how it splits the run otherwise (global rank 0)."""
+    manifest = run_dir / MANIFEST_NAME
+    if spec.resume != AUTO or not manifest.is_file() or (before := shape_to_keep(read_manifest(manifest))) is None:
+        return
+    now = spec.shape(rank.world_size)
+    changes = check_shape_kept(run_dir, before, now, spec.resume_elastic)
+    if not rank.is_main:
+        return
+    if changes:
+        print(f"[rlscale] --resume auto ({ELASTIC_OPTION}): changing {'; and '.join(changes)}", flush=True)
+    elif before.describe() != now.describe():
         print(
-            f"[rlscale] --resume auto: continuing on {now.world_size} rank(s) x {now.num_envs_per_rank} envs; the "
-            f"previous invocation ran {before.world_size} rank(s) x {before.num_envs_per_rank} envs",
+            f"[rlscale] --resume auto: continuing on {now.describe()}; the previous invocation ran {before.describe()}",
             flush=True,
         )
 

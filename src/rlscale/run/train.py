@@ -27,8 +27,14 @@ def main(argv: list[str] | None = None) -> int:
         from rlscale.rl.progress import episode_statistic  # imports torch, which must wait for the GPU's isolation
 
         recorded = outcome.manifest.recorded()
+        total, first = outcome.result.iterations_completed, recorded.segments[-1].first_iteration
+        if first == 0:
+            done = f"{total} iterations"
+        else:  # a continuation: this invocation's iterations, numbered from 1 as the progress lines number them
+            done = f"iteration {total}" if total == first + 1 else f"iterations {first + 1}-{total}"
+            done += f" of {total}"
         print(
-            f"[rlscale] completed {outcome.result.iterations_completed} iterations in {outcome.wall_time_s:.1f}s; "
+            f"[rlscale] completed {done} in {outcome.wall_time_s:.1f}s; "
             f"mean episode length {episode_statistic(recorded.final_mean_episode_length, 1)}; "
             f"ranks in sync ({len(recorded.rank_param_digests)}); run directory {outcome.context.log_dir}"
         )
