@@ -143,6 +143,7 @@ def run_supervised(
     burst_s: float = SIGNAL_BURST_S,
     abort_check: Callable[[], str | None] | None = None,
     stdout: IO | None = None,
+    stderr: IO | None = None,
     pass_fds: Sequence[int] = (),
 ) -> int:
     """Run ``argv`` in a process group of its own and tear everything it started down however the run ends.
@@ -164,6 +165,7 @@ def run_supervised(
         abort_check: Polled while the launcher runs; a returned message stops the run as a signal would. This is how
             a failed rank ends a job under a launcher that waits for every rank (skrl's JAX launcher).
         stdout: Where the launcher's stdout goes; the inherited stdout when ``None``.
+        stderr: Where its stderr goes; the inherited stderr when ``None``.
         pass_fds: Open file descriptors the launcher inherits (a study job's GPU lease locks, held while it lives).
 
     Returns:
@@ -217,6 +219,7 @@ def run_supervised(
             command,
             env=None if env is None else dict(env),
             stdout=stdout,
+            stderr=stderr,
             pass_fds=tuple(pass_fds),
             start_new_session=True,
         )
