@@ -145,6 +145,7 @@ def run_supervised(
     stdout: IO | None = None,
     stderr: IO | None = None,
     pass_fds: Sequence[int] = (),
+    stops: StopSignals | None = None,
 ) -> int:
     """Run ``argv`` in a process group of its own and tear everything it started down however the run ends.
 
@@ -167,6 +168,8 @@ def run_supervised(
         stdout: Where the launcher's stdout goes; the inherited stdout when ``None``.
         stderr: Where its stderr goes; the inherited stderr when ``None``.
         pass_fds: Open file descriptors the launcher inherits (a study job's GPU lease locks, held while it lives).
+        stops: Tells the stop signals apart (its own when ``None``); a caller that passes one can ask it afterwards
+            whether the run was stopped on request (:attr:`~rlscale.run.stop_signals.StopSignals.arrived`).
 
     Returns:
         The launcher's exit code, 128+N if it was killed by signal N.
@@ -174,7 +177,7 @@ def run_supervised(
     proc: subprocess.Popen[bytes] | None = None
     deadlines: dict[str, float] = {}  # "terminate" and "kill" once a signal arrived.
     pending: list[int] = []  # Signals that arrived before the launcher existed.
-    stops = StopSignals(burst_s)
+    stops = StopSignals(burst_s) if stops is None else stops
     repeat_told = False  # A repeat of the first signal's burst is told once on the console.
 
     def start_shutdown() -> None:
