@@ -4,18 +4,47 @@ probe that hangs at world size 3 unless NCCL_P2P_DISABLE is set."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+import psutil
 import pytest
-from process_utils import wait_for_no_process
 from rlscale_command import rlscale
 
 from rlscale.launch.doctor.execute import GLOO_TRANSPORT, classify, transports
 from rlscale.launch.doctor.main import run_doctor
 from rlscale.launch.doctor.report import Report, Resolution
 from rlscale.launch.doctor.steps import WORKAROUNDS, DoctorConfig, Outcome, Step, StepKind, StepResult
+
+MARKER = "RLSCALE_DOCTOR_TEST"
+"""Set to the test's tmp path in the doctor's environment, which every process it starts inherits."""
+
+
+def marked(marker: str, name: str = "") -> list[psutil.Process]:
+    """Live processes whose environment carries ``marker`` (and whose command line mentions ``name``)."""
+    found = []
+    for process in psutil.process_iter(["cmdline", "status"]):
+        with contextlib.suppress(psutil.Error):
+            if process.info["status"] == psutil.STATUS_ZOMBIE or name not in " ".join(process.info["cmdline"] or []):
+                continue
+            if process.environ().get(MARKER) == marker:
+                found.append(process)
+    return found
+
+
+def no_process_left(marker: str, within: float = 15.0) -> bool:
+    deadline = time.monotonic() + within
+    while marked(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return not marked(marker)
+
 
 # A simulated machine: the outcome of a step, given its kind, world size and the variables set for it.
 Machine = Callable[[Step, dict[str, str]], Outcome]
@@ -282,7 +311,7 @@ class TestOnCpuRanks:
         """The hang at 3 is found and rerun with NCCL_DEBUG=INFO; NCCL_P2P_DISABLE=1, the first workaround, makes
         it pass, the failure comes back without it, and the export line sets exactly that; no rank outlives it."""
         output = tmp_path / "report.json"
-        fault = {"RLSCALE_INJECT_FAULT": "probe_hang:world_size=3,unless=NCCL_P2P_DISABLE"}
+        fault = {"RLSCALE_INJECT_FAULT": "probe_hang:world_size=3,unless=NCCL_P2P_DISABLE", MARKER: str(tmp_path)}
         args = (*FAST, "--log_dir", str(tmp_path / "logs"), "--output", str(output))
         result = rlscale("doctor", *args, env=fault, cwd=tmp_path)
         assert result.returncode == 1, result.stdout + result.stderr
@@ -312,4 +341,24 @@ class TestOnCpuRanks:
         ]
         assert data["export"] == "export NCCL_P2P_DISABLE=1"
         assert result.stdout.splitlines()[-2] == "export NCCL_P2P_DISABLE=1"
-        assert wait_for_no_process(str(tmp_path), within=15) == []
+        assert no_process_left(str(tmp_path))
+
+    @pytest.mark.extras
+    def test_ctrl_c_during_a_hung_probe_stops_it_and_reports_what_ran(self, tmp_path):
+        """SIGINT while the probe at 2 hangs: its ranks are stopped, the report so far is printed, exit 130."""
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "RLSCALE_INJECT_FAULT": "probe_hang:world_size=2"}
+        env[MARKER] = str(tmp_path)
+        args = (*FAST, "--hang_timeout", "120", "--log_dir", str(tmp_path / "logs"))
+        command = [sys.executable, "-m", "rlscale", "doctor", *args]
+        doctor = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while len(marked(str(tmp_path), "probe.py")) < 2 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            doctor.send_signal(signal.SIGINT)
+            stdout, _ = doctor.communicate(timeout=90)
+        finally:
+            doctor.kill()
+        assert doctor.returncode == 130, stdout
+        assert "interrupted 3 probe at world size 2" in stdout and "verdict: interrupted before the end" in stdout
+        assert no_process_left(str(tmp_path))

@@ -19,7 +19,7 @@ from pathlib import Path
 from rlscale.launch.doctor.steps import Outcome, Step, StepKind, StepResult, describe
 from rlscale.launch.gpus import NvmlError, p2p_lines
 from rlscale.launch.supervise import run_supervised
-from rlscale.run.stop_signals import INTERRUPTED_EXIT_CODE
+from rlscale.run.stop_signals import INTERRUPTED_EXIT_CODE, StopSignals
 
 GLOO_TRANSPORT = "TCP (gloo)"
 """What CPU ranks use: gloo reads no ``NCCL_*`` variable."""
@@ -55,13 +55,15 @@ def execute(step: Step, environ: Mapping[str, str], log: Path, backend: str) -> 
     env = {**environ, **dict(step.env), "PYTHONUNBUFFERED": "1"}
     deadline = _Deadline(step.title, step.timeout_s)
     started = time.monotonic()
+    stops = StopSignals()
     with log.open("w") as out:
         out.write(f"$ {command_line(step)}\n")
         out.flush()
-        code = run_supervised(
-            [sys.executable, "-m", "rlscale", *step.argv], env=env, stdout=out, stderr=out, abort_check=deadline.check
-        )
+        command = [sys.executable, "-m", "rlscale", *step.argv]
+        code = run_supervised(command, env=env, stdout=out, stderr=out, abort_check=deadline.check, stops=stops)
     seconds = time.monotonic() - started
+    if stops.arrived:  # the doctor was asked to stop: whatever the step then did, it ends here
+        return StepResult(step, Outcome.INTERRUPTED, seconds, "stopped on request", log=str(log))
     text = log.read_text(errors="replace")
     return classify(step, code, text, deadline.expired, seconds, str(log), backend)
 
@@ -112,7 +114,7 @@ def classify(
     if expired:
         return result(Outcome.HUNG, f"no result within {step.timeout_s:g} s" + (f": {hang.group(1)}" if hang else ""))
     if code == INTERRUPTED_EXIT_CODE:
-        return result(Outcome.INTERRUPTED, "interrupted")
+        return result(Outcome.INTERRUPTED, "stopped on request")
     if code == 0:
         lines = text.splitlines()
         if step.kind is StepKind.DRY_RUN:

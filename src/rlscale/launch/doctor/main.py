@@ -159,7 +159,7 @@ def run_doctor(config: DoctorConfig, environ: Mapping[str, str], run_step: StepR
             try:
                 result = run_step(step, environ, Path(config.log_dir, _log_name(index, step)), config.backend)
             except KeyboardInterrupt:
-                result = StepResult(step, Outcome.INTERRUPTED, detail="interrupted")
+                result = StepResult(step, Outcome.INTERRUPTED, detail="stopped on request")
             ending = f"{result.outcome}" + (f" in {result.seconds:.1f} s" if result.outcome != Outcome.SKIPPED else "")
             _progress(step, ending + (f" ({result.detail})" if result.detail else ""))
     except StopIteration as done:

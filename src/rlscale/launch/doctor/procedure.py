@@ -152,7 +152,8 @@ class _Run:
         return args + (("--num_envs", str(config.num_envs)) if config.num_envs is not None else ())
 
     def _single_rank(self) -> Step:
-        title = f"single-rank run ({self.config.iterations} iterations)"
+        iterations = self.config.iterations
+        title = f"single-rank run ({iterations} iteration{'s' if iterations > 1 else ''})"
         return Step(StepKind.SINGLE_RANK, title, ("train", *self._train_args()), timeout_s=self.config.train_timeout_s)
 
     def _dry_run(self) -> Step:

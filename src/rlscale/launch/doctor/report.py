@@ -8,6 +8,9 @@ from dataclasses import dataclass
 
 from rlscale.launch.doctor.steps import DoctorConfig, Outcome, StepResult, Variables, describe
 
+WIDTH = max(map(len, Outcome))
+INDENT = " " * (WIDTH + 5)
+
 
 class Resolution(enum.StrEnum):
     FIXED = "fixed"
@@ -106,12 +109,12 @@ class Report:
         for result in self.results:
             seconds = f"  {result.seconds:.1f} s" if result.outcome is not Outcome.SKIPPED else ""
             detail = f"  {result.detail}" if result.detail else ""
-            lines.append(f"  {result.outcome:<8} {result.step.kind.stage} {result.step.title}{seconds}{detail}")
+            lines.append(f"  {result.outcome:<{WIDTH}} {result.step.kind.stage} {result.step.title}{seconds}{detail}")
             if result.transports:
-                lines.append(f"           transport: {', '.join(result.transports)}")
+                lines.append(f"{INDENT}transport: {', '.join(result.transports)}")
             if result.log and (result.outcome.failed or result.transports):
-                lines.append(f"           log: {result.log}")
-            lines += [f"           {text}" for text in result.text.splitlines()]
+                lines.append(f"{INDENT}log: {result.log}")
+            lines += [f"{INDENT}{text}" for text in result.text.splitlines()]
         lines += [finding.line() for finding in self.findings]
         lines += self.notes
         lines.append(f"verdict: {self.verdict()}")
