@@ -1,6 +1,9 @@
 """`rlscale doctor`: its procedure's decisions against simulated machines, the reading of a step's output, its
-refusals of bad input, and the whole command on CPU ranks (gloo) with real torchrun processes, one of them with a
-probe that hangs at world size 3 unless NCCL_P2P_DISABLE is set."""
+refusals of bad input, and the whole command on CPU ranks (gloo) with real torchrun processes.
+
+The whole command with a probe that hangs at world size 3 unless NCCL_P2P_DISABLE is set (about 45 s on 2 idle cores,
+more beside another test worker) and Ctrl-C during a hung probe are marked ``extras`` (``make test-extras``);
+``make test`` runs a clean machine end to end and the probe fault under nccl_probe's watchdog."""
 
 from __future__ import annotations
 
@@ -18,7 +21,8 @@ import psutil
 import pytest
 from rlscale_command import rlscale
 
-from rlscale.launch.doctor.execute import GLOO_TRANSPORT, classify, transports
+from rlscale.launch.doctor import execute
+from rlscale.launch.doctor.execute import GLOO_TRANSPORT, classify, topology, transports
 from rlscale.launch.doctor.main import run_doctor
 from rlscale.launch.doctor.report import Report, Resolution
 from rlscale.launch.doctor.steps import WORKAROUNDS, DoctorConfig, Outcome, Step, StepKind, StepResult
@@ -98,7 +102,12 @@ class TestProcedure:
         assert report.passed and report.export_line is None and not report.findings
         assert "verdict: everything passed" in report.lines()
         progress = capsys.readouterr().err.splitlines()
-        assert progress[0].startswith(
+        assert progress[
+            0
+        ] == "[doctor] Isaac-Cartpole with rsl_rl on CPU ranks (gloo), world sizes 2, 3; each step's " + (
+            "output goes to unused"
+        )
+        assert progress[1].startswith(
             "[doctor 1/6] single-rank run (2 iterations): rlscale train --task Isaac-Cartpole"
         )
         assert "[doctor 3/6] probe at world size 3: passed in 0.0 s (simulated)" in progress
@@ -258,7 +267,30 @@ class TestReadingAStep:
         assert result.text == "/usr/bin/python -m rlscale.launch.torchrun --nproc_per_node 2 worker.py"
 
 
-FAST = ("--task", "Isaac-Cartpole", "--device", "cpu", "--num_envs", "16", "--iterations", "1", "--hang_timeout", "2")
+class TestTopology:
+    def test_nvidia_smi_topo(self, tmp_path):
+        smi = tmp_path / "nvidia-smi"
+        smi.write_text('#!/bin/sh\n[ "$1 $2" = "topo -m" ] && printf "\tGPU0\tGPU1\nGPU0\t X \tNV18\n"\n')
+        smi.chmod(0o755)
+        result = topology(Step(StepKind.TOPOLOGY, "topology", timeout_s=10), str(smi))
+        assert (result.outcome, result.detail) == (Outcome.PASSED, "nvidia-smi topo -m")
+        assert result.text.splitlines()[1] == "GPU0\t X \tNV18"
+
+    def test_nvml_where_nvidia_smi_is_missing_and_skipped_without_either(self, tmp_path, monkeypatch):
+        step = Step(StepKind.TOPOLOGY, "topology", timeout_s=10)
+        monkeypatch.setattr(execute, "p2p_lines", lambda: ["GPU0 - GPU1: P2P read OK, NVLink OK"])
+        result = topology(step, str(tmp_path / "absent"))
+        assert (result.outcome, result.text) == (Outcome.PASSED, "GPU0 - GPU1: P2P read OK, NVLink OK")
+
+        def no_nvml():
+            raise OSError("libnvidia-ml.so.1: cannot open shared object file")
+
+        monkeypatch.setattr(execute, "p2p_lines", no_nvml)
+        result = topology(step, str(tmp_path / "absent"))
+        assert result.outcome is Outcome.SKIPPED and "libnvidia-ml.so.1" in result.detail
+
+
+FAST = ("--task", "Isaac-Cartpole", "--device", "cpu", "--num_envs", "16", "--iterations", "1", "--hang_timeout", "3")
 
 
 class TestBadInput:
@@ -276,8 +308,9 @@ class TestBadInput:
             (FAST, {"RLSCALE_INJECT_FAULT": "probe_hang:world_size=1"}, "probe_hang:world_size=W"),
             (FAST, {"NCCL_P2P_DISABLE": "1", "NCCL_P2P_LEVEL": "NVL"}, "mutually exclusive"),
             ((*FAST, "--output", "/proc/doctor/report.json"), {}, "--output /proc/doctor/report.json: "),
+            ((*FAST, "--output", "/tmp"), {}, "--output /tmp: a folder; name a file"),
         ],
-        ids=["task", "world size", "timeout", "cuda without a GPU", "fault", "nccl pair", "output"],
+        ids=["task", "world size", "timeout", "cuda without a GPU", "fault", "nccl pair", "output", "output folder"],
     )
     def test_one_line_exit_2_nothing_written(self, tmp_path, args, env, message):
         result = rlscale("doctor", *args, env=env, cwd=tmp_path, timeout=120)
@@ -307,6 +340,16 @@ class TestOnCpuRanks:
         assert "[doctor 3/6] probe at world size 2: passed in" in result.stderr
         assert set(p.name for p in tmp_path.iterdir()) == {"logs", "report.json"}  # the training run's under logs
 
+    def test_the_probe_fault_hangs_nccl_probe_until_its_watchdog_stops_it(self, tmp_path):
+        """probe_hang at world size 2: the ranks beat all_reduce and block; --hang_timeout names them, and the
+        launcher stops them all."""
+        fault = {"RLSCALE_INJECT_FAULT": "probe_hang:world_size=2,unless=NCCL_P2P_DISABLE", MARKER: str(tmp_path)}
+        result = rlscale("nccl_probe", "--num_gpus", "2", "--device", "cpu", "--hang_timeout", "3", env=fault)
+        assert result.returncode != 0, result.stdout + result.stderr
+        assert "ranks 0, 1 made no progress for" in result.stderr and "(phase all_reduce)" in result.stderr
+        assert no_process_left(str(tmp_path))
+
+    @pytest.mark.extras
     def test_a_probe_hanging_at_world_size_3_until_p2p_is_disabled(self, tmp_path):
         """The hang at 3 is found and rerun with NCCL_DEBUG=INFO; NCCL_P2P_DISABLE=1, the first workaround, makes
         it pass, the failure comes back without it, and the export line sets exactly that; no rank outlives it."""

@@ -100,6 +100,8 @@ def resolve_config(argv: list[str], environ: Mapping[str, str]) -> tuple[DoctorC
         largest = _check_gpus(parser, visible, source, args.max_world_size)
     else:
         largest = args.max_world_size or CPU_MAX_WORLD_SIZE
+    if args.output and Path(args.output).is_dir():
+        parser.error(f"--output {args.output}: a folder; name a file, e.g. {Path(args.output, 'doctor.json')}")
     for flag, folder in (("--output", args.output and Path(args.output).parent), ("--log_dir", args.log_dir)):
         reason = folder is not None and unwritable_reason(Path(folder))
         if reason:
@@ -147,6 +149,14 @@ StepRunner = Callable[[Step, Mapping[str, str], Path, str], StepResult]
 
 def run_doctor(config: DoctorConfig, environ: Mapping[str, str], run_step: StepRunner = execute) -> Report:
     """Drive the procedure: run each step it asks for with ``run_step``, print progress, and return its report."""
+    ranks = "CPU ranks (gloo)" if config.device == "cpu" else "GPU ranks (NCCL)"
+    sizes = ", ".join(map(str, config.world_sizes)) or "none"
+    print(
+        f"[doctor] {config.task} with {config.library} on {ranks}, world sizes {sizes}; each step's output goes to "
+        f"{config.log_dir}",
+        file=sys.stderr,
+        flush=True,
+    )
     steps = procedure(config, environ)
     result: StepResult | None = None
     index = 0
