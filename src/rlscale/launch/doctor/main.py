@@ -22,7 +22,16 @@ from rlscale.launch.checks import LaunchError, check_nccl_environment
 from rlscale.launch.doctor.execute import command_line, execute
 from rlscale.launch.doctor.procedure import procedure
 from rlscale.launch.doctor.report import Report
-from rlscale.launch.doctor.steps import LAST_STAGE, DoctorConfig, Outcome, Step, StepResult
+from rlscale.launch.doctor.steps import (
+    HANG_TIMEOUT_S,
+    LAST_STAGE,
+    PROBE_TIMEOUT_S,
+    TRAIN_TIMEOUT_S,
+    DoctorConfig,
+    Outcome,
+    Step,
+    StepResult,
+)
 from rlscale.launch.gpus import visible_gpu_count
 from rlscale.paths import unwritable_reason
 from rlscale.rl import LIBRARIES
@@ -56,14 +65,24 @@ def build_parser() -> OneLineParser:
     )
     add("--iterations", type=int, default=2, help="iterations of the single-rank run (default 2)")
     add("--num_envs", type=int, help="envs of the single-rank run (default: the task's)")
-    add("--probe_timeout", type=float, default=180.0, help="seconds a probe may take in all (default 180)")
+    add(
+        "--probe_timeout",
+        type=float,
+        default=PROBE_TIMEOUT_S,
+        help="seconds a probe may take in all, startup included (default %(default)g)",
+    )
     add(
         "--hang_timeout",
         type=float,
-        default=30.0,
-        help="seconds a probe's ranks may make no progress once their process group formed (default 30)",
+        default=HANG_TIMEOUT_S,
+        help="seconds a probe's ranks may make no progress once their process group formed (default %(default)g)",
     )
-    add("--train_timeout", type=float, default=600.0, help="seconds the single-rank run may take (default 600)")
+    add(
+        "--train_timeout",
+        type=float,
+        default=TRAIN_TIMEOUT_S,
+        help="seconds the single-rank run may take (default %(default)g)",
+    )
     add("--log_dir", help="folder of each step's output (default: a new rlscale-doctor-* folder in the temp folder)")
     add("--output", help="also write the report as JSON to this file")
     return parser

@@ -147,6 +147,14 @@ def describe(variables: Variables) -> str:
     return " ".join(f"{name}={value}" for name, value in variables)
 
 
+PROBE_TIMEOUT_S = 180.0
+"""Default seconds a probe may take in all, startup (imports, NCCL's setup) included."""
+HANG_TIMEOUT_S = 30.0
+"""Default seconds a probe's ranks may make no progress once their process group formed."""
+TRAIN_TIMEOUT_S = 600.0
+"""Default seconds the single-rank run may take."""
+
+
 @dataclass(frozen=True)
 class DoctorConfig:
     """What the doctor checks, resolved from its command line.
@@ -172,9 +180,9 @@ class DoctorConfig:
     log_dir: str
     iterations: int = 2
     num_envs: int | None = None
-    probe_timeout_s: float = 180.0
-    hang_timeout_s: float = 30.0
-    train_timeout_s: float = 600.0
+    probe_timeout_s: float = PROBE_TIMEOUT_S
+    hang_timeout_s: float = HANG_TIMEOUT_S
+    train_timeout_s: float = TRAIN_TIMEOUT_S
     workarounds: tuple[Workaround, ...] = field(default=WORKAROUNDS)
 
     @property
