@@ -15,6 +15,7 @@ from rlscale.launch.gpus import (
     gpu_cpu_affinities,
     nvidia_hardware_present,
     nvml_device_count,
+    p2p_lines,
     visible_gpu_count,
 )
 
@@ -115,6 +116,31 @@ class TestNvmlThroughCtypes:
         assert nvml_device_count(loader_of(FakeNvml(count=2))) == 2
         assert visible_gpu_count({}, lambda: nvml_device_count(loader_of(FakeNvml(count=3)))) == (3, "NVML")
         assert sys.modules["pynvml"] is None
+
+
+class FakeP2pNvml(FakeAffinityNvml):
+    """A fake NVML that answers P2P status: ``status[(first, second, capability)]``, OK (0) where not given."""
+
+    def __init__(self, count: int, status: dict[tuple[int, int, int], int]):
+        super().__init__({str(index): set() for index in range(count)})
+        self.status = status
+
+    def nvmlDeviceGetP2PStatus(self, first, second, capability, reference) -> int:
+        key = (int(self.handles[first.value - 1]), int(self.handles[second.value - 1]), capability.value)
+        reference._obj.value = self.status.get(key, 0)
+        return 0
+
+
+class TestP2pLines:
+    def test_one_line_per_pair_with_read_and_nvlink(self):
+        """NVML's P2P read and NVLink status of each pair, for the doctor's topology where nvidia-smi is missing."""
+        library = FakeP2pNvml(3, {(0, 2, 0): 3, (0, 2, 2): 5, (1, 2, 2): 5})
+        assert p2p_lines(loader_of(library)) == [
+            "GPU0 - GPU1: P2P read OK, NVLink OK",
+            "GPU0 - GPU2: P2P read IOH topology not supported, NVLink not supported",
+            "GPU1 - GPU2: P2P read OK, NVLink not supported",
+        ]
+        assert library.calls[-1] == "shutdown"
 
 
 class TestGpuCpuAffinities:

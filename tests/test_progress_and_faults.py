@@ -10,7 +10,8 @@ import time
 import pytest
 import torch
 
-from rlscale.faults import Fault, InjectedCrash, parse_fault
+from rlscale import faults
+from rlscale.faults import Fault, InjectedCrash, ProbeFault, parse_fault, parse_probe_fault
 from rlscale.rank_sync import RankDivergence, check_digests
 from rlscale.rl.common import TorchPolicyParameters, parameter_digest
 from rlscale.rl.progress import TrackedTask, episode_statistic
@@ -94,6 +95,65 @@ class TestFaults:
         """Anything but KIND:rank=R,iteration=I with a known kind and non-negative numbers is an error."""
         with pytest.raises(ValueError, match="RLSCALE_INJECT_FAULT"):
             parse_fault(spec)
+
+
+class TestProbeFault:
+    @pytest.fixture
+    def blocks(self, monkeypatch):
+        """``_block_forever`` raising instead: a fault that fires shows as this error."""
+
+        def block() -> None:
+            raise TimeoutError("blocked")
+
+        monkeypatch.setattr(faults, "_block_forever", block)
+
+    def test_parse(self):
+        assert parse_probe_fault("probe_hang:world_size=3") == ProbeFault(3)
+        assert parse_probe_fault("probe_hang:world_size=3,unless=NCCL_P2P_DISABLE,rank=1") == ProbeFault(
+            3, "NCCL_P2P_DISABLE", 1
+        )
+        assert parse_probe_fault("probe_hang:unless=NCCL_ALGO=Ring,world_size=2").unless == "NCCL_ALGO=Ring"
+
+    def test_fires_at_its_world_size_unless_the_variable_is_set(self, blocks):
+        """Every rank blocks at world size 3 unless NCCL_P2P_DISABLE is set to something but empty or 0."""
+        fault = parse_probe_fault("probe_hang:world_size=3,unless=NCCL_P2P_DISABLE")
+        fault.trigger_if_due(0, 2, {})
+        for environ in ({"NCCL_P2P_DISABLE": "1"}, {"NCCL_P2P_DISABLE": "yes"}):
+            fault.trigger_if_due(2, 3, environ)
+        for environ in ({}, {"NCCL_P2P_DISABLE": "0"}, {"NCCL_P2P_DISABLE": ""}, {"NCCL_SHM_DISABLE": "1"}):
+            for rank in range(3):
+                with pytest.raises(TimeoutError):
+                    fault.trigger_if_due(rank, 3, environ)
+
+    def test_a_value_and_a_rank(self, blocks):
+        """unless=NAME=VALUE wants that value; rank=R blocks that rank only."""
+        fault = parse_probe_fault("probe_hang:world_size=2,unless=NCCL_ALGO=Ring,rank=1")
+        fault.trigger_if_due(0, 2, {})
+        fault.trigger_if_due(1, 2, {"NCCL_ALGO": "Ring"})
+        with pytest.raises(TimeoutError):
+            fault.trigger_if_due(1, 2, {"NCCL_ALGO": "Tree"})
+
+    def test_training_ignores_it_and_the_probe_ignores_training_faults(self, monkeypatch):
+        monkeypatch.setenv(faults.ENV_VAR, "probe_hang:world_size=3,unless=NCCL_P2P_DISABLE")
+        assert faults.fault_from_environment(2) is None
+        assert faults.probe_fault_from_environment() == ProbeFault(3, "NCCL_P2P_DISABLE")
+        monkeypatch.setenv(faults.ENV_VAR, "crash:rank=1,iteration=3")
+        assert faults.probe_fault_from_environment() is None
+
+    @pytest.mark.parametrize(
+        "spec",
+        [
+            "probe_hang", "probe_hang:world_size=1", "probe_hang:world_size=x", "probe_hang:rank=1",
+            "probe_hang:world_size=3,unless=", "probe_hang:world_size=3,rank=3", "probe_hang:world_size=3,seconds=1",
+        ],
+    )  # fmt: skip
+    def test_malformed_specs_are_refused(self, spec, monkeypatch):
+        """Training refuses a malformed probe fault too, so a typo is never silently ignored."""
+        with pytest.raises(ValueError, match="probe_hang:world_size=W"):
+            parse_probe_fault(spec)
+        monkeypatch.setenv(faults.ENV_VAR, spec)
+        with pytest.raises(ValueError, match="probe_hang:world_size=W"):
+            faults.fault_from_environment()
 
 
 class TestRankSync:

@@ -17,6 +17,11 @@ COMMANDS = {
         "train with one process per GPU (or CPU process) under torchrun",
     ),
     "nccl_probe": ("rlscale.launch.launcher", "main_nccl_probe", "all-reduce across the ranks, before a long job"),
+    "doctor": (
+        "rlscale.launch.doctor.main",
+        "main",
+        "the multi-GPU troubleshooting procedure in one command: what fails where, and the NCCL variable that fixes it",
+    ),
     "benchmark": ("rlscale.cli", "benchmark", "startup, runtime or training benchmark; writes one result bundle"),
     "bundle": ("rlscale.benchmark.bundle", "main", "validate benchmark result bundles against their schema"),
     "list_tasks": ("rlscale.cli", "list_tasks", "list the registered task ids and the package of each"),

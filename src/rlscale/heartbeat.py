@@ -4,7 +4,8 @@
 a sequence number and the wall time), replaced atomically (:func:`rlscale.paths.write_atomic`). Ranks beat at phase
 changes and iteration boundaries only, a few writes per iteration, never per env step. The phases, in the order a rank
 goes through them: ``startup`` (from the rank's entry), then per iteration ``sync_check`` (the rank-sync audit, when
-due), ``collect`` (the rollout) and ``update`` (the library's learning step), and ``finished``.
+due), ``collect`` (the rollout) and ``update`` (the library's learning step), and ``finished``. ``nccl_probe``'s ranks
+beat ``all_reduce`` instead of the three, once their process group has formed.
 
 Here, below the launcher, because the ranks' code (training, benchmarks, fault injection) calls it; the launcher's
 side, which reads the files, is :mod:`rlscale.launch.hang_watch`.
@@ -21,8 +22,9 @@ from pathlib import Path
 from rlscale.dist import HEARTBEAT_DIR_ENV, rank_info
 from rlscale.paths import write_atomic
 
-PHASES = ("startup", "sync_check", "collect", "update", "finished")
-"""Heartbeat phases; within one iteration a rank goes through ``sync_check``, ``collect``, ``update`` in this order."""
+PHASES = ("startup", "sync_check", "collect", "update", "all_reduce", "finished")
+"""Heartbeat phases; within one iteration a rank goes through ``sync_check``, ``collect``, ``update`` in this order.
+``all_reduce`` is ``nccl_probe``'s only one."""
 
 SUFFIX = ".heartbeat"
 

@@ -27,6 +27,20 @@ _CPU_SET_WORDS = 64
 _CPU_SET_WORD_BITS = 8 * ctypes.sizeof(ctypes.c_ulong)
 
 
+P2P_CAPABILITIES = {"P2P read": 0, "NVLink": 2}
+"""NVML_P2P_CAPS_INDEX_READ and NVML_P2P_CAPS_INDEX_NVLINK."""
+P2P_STATUS = {
+    0: "OK",
+    1: "chipset not supported",
+    2: "GPU not supported",
+    3: "IOH topology not supported",
+    4: "disabled by regkey",
+    5: "not supported",
+    6: "unknown",
+}
+"""nvmlGpuP2PStatus_t."""
+
+
 class NvmlError(RuntimeError):
     """An NVML call that did not return NVML_SUCCESS."""
 
@@ -112,6 +126,12 @@ class Nvml:
         self._check("nvmlDeviceGetUtilizationRates", handle, ctypes.byref(rates))
         return float(rates.gpu)
 
+    def p2p_status(self, first, second, capability: int) -> int:
+        """NVML's P2P status (:data:`P2P_STATUS`) between two GPUs for one capability (:data:`P2P_CAPABILITIES`)."""
+        status = ctypes.c_int()
+        self._check("nvmlDeviceGetP2PStatus", first, second, ctypes.c_int(capability), ctypes.byref(status))
+        return status.value
+
     def shutdown(self) -> None:
         self._check("nvmlShutdown")
 
@@ -143,6 +163,30 @@ def gpu_cpu_affinities(
     try:
         handles = [nvml.handle(int(gpu)) if gpu.isdigit() else nvml.handle_by_uuid(gpu) for gpu in gpu_ids]
         return [nvml.cpu_affinity(handle) for handle in handles]
+    finally:
+        nvml.shutdown()
+
+
+def p2p_lines(load_library: Callable[[str], Any] = ctypes.CDLL) -> list[str]:
+    """One line per pair of the GPUs NVML counts (NVML's indices): whether P2P reads and NVLink work between them.
+
+    Raises:
+        OSError: when the library cannot be loaded.
+        NvmlError: when an NVML call fails.
+    """
+    nvml = Nvml(load_library=load_library)
+    try:
+        handles = [nvml.handle(index) for index in range(nvml.device_count())]
+        return [
+            f"GPU{first} - GPU{second}: "
+            + ", ".join(
+                f"{name} {P2P_STATUS.get(status, status)}"
+                for name, capability in P2P_CAPABILITIES.items()
+                for status in [nvml.p2p_status(handles[first], handles[second], capability)]
+            )
+            for first in range(len(handles))
+            for second in range(first + 1, len(handles))
+        ]
     finally:
         nvml.shutdown()
 

@@ -311,10 +311,16 @@ def check_train_ranks(args: Namespace, forwarded: list[str]) -> RunSpec:
 
 
 def check_probe_ranks(args: Namespace, forwarded: list[str]) -> None:
-    """Check the arguments forwarded to ``nccl_probe``'s ranks with the probe's own (torch-free) parser."""
+    """Check the arguments forwarded to ``nccl_probe``'s ranks with the probe's own (torch-free) parser, and a
+    ``probe_hang`` fault asked for in ``$RLSCALE_INJECT_FAULT``."""
+    from rlscale.faults import probe_fault_from_environment
     from rlscale.launch.probe import parse_probe_args
 
     parse_probe_args(forwarded, NCCL_PROBE.prog)
+    try:
+        probe_fault_from_environment()
+    except ValueError as error:
+        build_parser(NCCL_PROBE).error(str(error))
 
 
 def main_train_multigpu(argv: list[str]) -> int:

@@ -1,7 +1,9 @@
 """``rlscale nccl_probe``: the smallest job that proves the ranks can all-reduce, run before any long job.
 
 Each rank all-reduces a 1 MiB tensor holding its rank + 1 and checks the sum; rank 0 gathers the results and prints
-one ``rank R ok`` line per rank and a verdict, so the default rank-0 console filter still shows them all.
+one ``rank R ok`` line per rank and a verdict, so the default rank-0 console filter still shows them all. Once its
+process group has formed, a rank beats ``all_reduce`` for the launcher's hang watchdog, so ``--hang_timeout`` times its
+collectives (the imports before are not timed). A ``probe_hang`` fault (:mod:`rlscale.faults`) blocks them there.
 """
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ import argparse
 import sys
 import time
 
+from rlscale import heartbeat
 from rlscale.argparsing import OneLineParser
 from rlscale.device import Device
 from rlscale.dist import rank_cuda_index, rank_info
+from rlscale.faults import probe_fault_from_environment
 from rlscale.run.rank import join_process_group
 
 NUM_ELEMENTS = 256 * 1024
@@ -38,6 +42,7 @@ def probe(argv: list[str]) -> int:
 
     args = parse_probe_args(argv)
     rank = rank_info()
+    fault = probe_fault_from_environment()
     on_cpu = not args.device.is_cuda
     device = torch.device("cpu") if on_cpu else torch.device("cuda", rank_cuda_index(rank, torch.cuda.device_count()))
     if not on_cpu:
@@ -45,6 +50,9 @@ def probe(argv: list[str]) -> int:
     join_process_group(rank, args.device)
     backend = dist.get_backend()
     tensor = torch.full((NUM_ELEMENTS,), float(rank.rank + 1), device=device)
+    heartbeat.beat("all_reduce")
+    if fault is not None:
+        fault.trigger_if_due(rank.rank, rank.world_size)
     dist.all_reduce(tensor)  # warm-up: the first collective also builds the communicator
     tensor.fill_(float(rank.rank + 1))
     started = time.perf_counter()

@@ -143,7 +143,9 @@ def run_supervised(
     burst_s: float = SIGNAL_BURST_S,
     abort_check: Callable[[], str | None] | None = None,
     stdout: IO | None = None,
+    stderr: IO | None = None,
     pass_fds: Sequence[int] = (),
+    stops: StopSignals | None = None,
 ) -> int:
     """Run ``argv`` in a process group of its own and tear everything it started down however the run ends.
 
@@ -164,7 +166,10 @@ def run_supervised(
         abort_check: Polled while the launcher runs; a returned message stops the run as a signal would. This is how
             a failed rank ends a job under a launcher that waits for every rank (skrl's JAX launcher).
         stdout: Where the launcher's stdout goes; the inherited stdout when ``None``.
+        stderr: Where its stderr goes; the inherited stderr when ``None``.
         pass_fds: Open file descriptors the launcher inherits (a study job's GPU lease locks, held while it lives).
+        stops: Tells the stop signals apart (its own when ``None``); a caller that passes one can ask it afterwards
+            whether the run was stopped on request (:attr:`~rlscale.run.stop_signals.StopSignals.arrived`).
 
     Returns:
         The launcher's exit code, 128+N if it was killed by signal N.
@@ -172,7 +177,7 @@ def run_supervised(
     proc: subprocess.Popen[bytes] | None = None
     deadlines: dict[str, float] = {}  # "terminate" and "kill" once a signal arrived.
     pending: list[int] = []  # Signals that arrived before the launcher existed.
-    stops = StopSignals(burst_s)
+    stops = StopSignals(burst_s) if stops is None else stops
     repeat_told = False  # A repeat of the first signal's burst is told once on the console.
 
     def start_shutdown() -> None:
@@ -217,6 +222,7 @@ def run_supervised(
             command,
             env=None if env is None else dict(env),
             stdout=stdout,
+            stderr=stderr,
             pass_fds=tuple(pass_fds),
             start_new_session=True,
         )

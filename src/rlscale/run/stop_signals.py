@@ -43,6 +43,11 @@ class StopSignals:
         self.burst_s = burst_s
         self._burst: dict[str, float] = {}
 
+    @property
+    def arrived(self) -> bool:
+        """Whether any stop signal has arrived."""
+        return "at" in self._burst
+
     def arrive(self) -> Arrival:
         """Classify a stop signal arriving now.
 
