@@ -12,7 +12,7 @@ collectives with compute.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rlscale.launch.probe_sweep import AllReduceFit
@@ -169,7 +169,3 @@ def relative_error(predicted: float, measured: float) -> float:
 def stated_link(latency_us: float, bandwidth_gbps: float) -> LinkCost:
     """A link from stated figures: microseconds per ring step and GB/s (10^9 bytes/s) of bus bandwidth."""
     return LinkCost(latency_us * 1e-6, bandwidth_gbps * 1e9)
-
-
-def total_bytes(collectives: Sequence[CollectiveVolume]) -> float:
-    return math.fsum(volume.bytes for volume in collectives)
