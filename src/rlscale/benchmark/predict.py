@@ -32,7 +32,9 @@ def build_parser() -> OneLineParser:
     parser.add_argument("--bundle", type=Path, required=True, help="a completed 1-rank training bundle")
     volume = parser.add_argument_group("what the ranks exchange per iteration (one of)")
     volume.add_argument(
-        "--collectives", type=Path, help="a training bundle of 2 ranks or more, same task and library: its `ranks`"
+        "--collectives",
+        type=Path,
+        help="a training bundle of 2 ranks or more, same task and library: the calls and bytes of its `ranks`",
     )
     volume.add_argument("--allreduce_bytes", type=float, help="bytes all-reduced per iteration, all calls together")
     volume.add_argument("--allreduce_calls", type=float, help="all-reduce calls per iteration")
