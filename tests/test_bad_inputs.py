@@ -197,6 +197,8 @@ CATALOGUE = [
          "--probe", "--latency_us", "not both"),
     case("predict-bandwidth-zero", f"{PREDICT} --latency_us 10 --bandwidth_gbps 0 --allreduce_bytes 1 "
          "--allreduce_calls 1", "bandwidth", "positive"),
+    case("predict-bytes-nan", f"{PREDICT} {STATED} --allreduce_bytes nan --allreduce_calls 1", "--allreduce_bytes",
+         "at least 0"),
     case("predict-no-volume", f"{PREDICT} {STATED}", "--collectives", "--allreduce_bytes",
          "1-rank bundle calls no collective"),
     case("predict-nodes-alone", f"{PREDICT} {STATED} --allreduce_bytes 1 --allreduce_calls 1 --nodes 2",

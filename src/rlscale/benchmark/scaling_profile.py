@@ -48,7 +48,7 @@ def measured_collectives(bundle: Mapping) -> tuple[CollectiveVolume, ...]:
 
 def stated_all_reduce(bytes_per_iteration: float, calls_per_iteration: float) -> tuple[CollectiveVolume, ...]:
     """A stated gradient exchange: all-reduce calls per iteration and their bytes in all."""
-    if bytes_per_iteration < 0 or calls_per_iteration < 0:
+    if not (bytes_per_iteration >= 0 and calls_per_iteration >= 0):  # NaN fails too
         raise ValueError("--allreduce_bytes and --allreduce_calls must be at least 0")
     return (CollectiveVolume("all_reduce", calls_per_iteration, bytes_per_iteration),)
 
