@@ -28,4 +28,5 @@ write_study_outputs(
     evaluation_envs=job.params.evaluation_envs,
     job_times=job.params.job_times,
     job_timing_csv=job.output.job_timing,
+    probe_sweeps=list(job.params.probe_sweeps),
 )

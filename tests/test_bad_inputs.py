@@ -62,6 +62,10 @@ TRAIN = "train --task Isaac-Cartpole --device cpu"
 MULTI = "train_multigpu --task Isaac-Cartpole --dry_run"
 JAX = "train_multigpu --task Isaac-Cartpole --rl_library skrl --ml_framework jax --dry_run"
 BENCH = "--task Isaac-Cartpole --device cpu"
+H200_BUNDLES = ROOT / "results/h200x2/benchmark/training/Isaac-Cartpole-Direct"
+MODEL_RESULTS = ROOT / "results/h200x2/scaling_model"
+PREDICT = f"benchmark predict --bundle {H200_BUNDLES}/rsl_rl/ws1/envs4096/seed1.json --gpus_per_node 2"
+STATED = "--latency_us 10 --bandwidth_gbps 100"
 NCCL_BOTH = {"NCCL_P2P_DISABLE": "1", "NCCL_P2P_LEVEL": "NVL"}
 
 CATALOGUE = [
@@ -179,6 +183,40 @@ CATALOGUE = [
     case("probe-unknown-flag", "nccl_probe --num_gpus 2 --device cpu --task Isaac-Cartpole", "rlscale nccl_probe",
          "unrecognized", "--task Isaac-Cartpole", "--help"),
     case("probe-device", "nccl_probe --num_gpus 2 --device tpu", "--device", "'tpu'", "cpu, cuda or cuda:N"),
+    case("probe-sizes-unit", "nccl_probe --num_gpus 2 --device cpu --sizes 4kb", "--sizes", "'4kb'", "KiB, MiB"),
+    case("probe-sizes-odd", "nccl_probe --num_gpus 2 --device cpu --sizes 6", "--sizes", "'6'", "multiple of 4"),
+    case("probe-repeats", "nccl_probe --num_gpus 2 --device cpu --sizes 4KiB --repeats 0", "--repeats", "0",
+         "at least 1"),
+    case("probe-output-alone", "nccl_probe --num_gpus 2 --device cpu --output sweep.json", "--output", "--sizes"),
+    case("probe-output-folder", "nccl_probe --num_gpus 2 --device cpu --sizes 4KiB --output out", "--output out",
+         "directory", files=("out/",)),
+    # --- rlscale benchmark predict
+    case("predict-no-cost", f"{PREDICT} --allreduce_bytes 1e6 --allreduce_calls 10", "--probe", "--latency_us",
+         "--bandwidth_gbps"),
+    case("predict-two-costs", f"{PREDICT} {STATED} --probe sweep.json --allreduce_bytes 1 --allreduce_calls 1",
+         "--probe", "--latency_us", "not both"),
+    case("predict-bandwidth-zero", f"{PREDICT} --latency_us 10 --bandwidth_gbps 0 --allreduce_bytes 1 "
+         "--allreduce_calls 1", "bandwidth", "positive"),
+    case("predict-bytes-nan", f"{PREDICT} {STATED} --allreduce_bytes nan --allreduce_calls 1", "--allreduce_bytes",
+         "at least 0"),
+    case("predict-no-volume", f"{PREDICT} {STATED}", "--collectives", "--allreduce_bytes",
+         "1-rank bundle calls no collective"),
+    case("predict-nodes-alone", f"{PREDICT} {STATED} --allreduce_bytes 1 --allreduce_calls 1 --nodes 2",
+         "--nodes 2", "--inter_node_bandwidth_gbps"),
+    case("predict-two-rank-bundle", f"{PREDICT.replace('ws1', 'ws2')} {STATED} --allreduce_bytes 1 "
+         "--allreduce_calls 1", "--bundle", "1-rank", "2 ranks"),
+    case("predict-collectives-1.0", f"{PREDICT} {STATED} --collectives {H200_BUNDLES}/rsl_rl/ws2/envs4096/seed1.json",
+         "--collectives", "`ranks`", "schema 1.0"),
+    case("predict-collectives-library", f"{PREDICT} {STATED} --collectives {MODEL_RESULTS}/collectives/skrl.json",
+         "--collectives", "run.framework", "'skrl'", "'rsl_rl'"),
+    case("predict-bad-bundle", f"benchmark predict --bundle garbage {STATED} --allreduce_bytes 1 --allreduce_calls 1 "
+         "--gpus_per_node 2", "--bundle garbage", files=("garbage",)),
+    case("predict-bad-probe", f"{PREDICT} --probe garbage --allreduce_bytes 1 --allreduce_calls 1", "garbage",
+         "no probe sweep", files=("garbage",)),
+    case("predict-output-folder", f"{PREDICT} {STATED} --allreduce_bytes 1 --allreduce_calls 1 --output out",
+         "--output out", "directory", files=("out/",)),
+    case("predict-gpus-zero", f"{PREDICT} {STATED} --allreduce_bytes 1 --allreduce_calls 1 --gpus_per_node 0",
+         "--gpus_per_node", "0", "at least 1"),
     # --- rlscale benchmark
     case("bench-unknown-workflow", f"benchmark trainig {BENCH}", "'trainig'", "choose one of startup"),
     case("bench-unknown-task", "benchmark training --task Isaac-cartpole --device cpu", "--task",

@@ -10,10 +10,12 @@ import pytest
 from run_manifests import manifest_data, run_manifest
 
 from rlscale.benchmark.bundle import validation_errors
+from rlscale.launch.probe_sweep import ProbeSweep, write_probe_sweep
 from rlscale.study import summary
 from rlscale.study.aggregate import RECORD_COLUMNS, IncompatibleBundlesError, load_bundles, scaling_table
 from rlscale.study.markdown import markdown_table
 from rlscale.study.plots import learning_curves_figure, scaling_figures
+from rlscale.study.prediction_table import prediction_table
 from rlscale.study.summary import ENV_ONLY_LABEL, other_bundles_table, write_study_outputs
 from rlscale.study.train_runs import train_curves, train_table
 
@@ -346,10 +348,16 @@ class TestTrainCurves:
 
 
 def write_outputs(
-    tmp_path, bundles: list[dict], others: list[dict], manifests: list[dict], plan: tuple[str, ...] = ()
+    tmp_path,
+    bundles: list[dict],
+    others: list[dict],
+    manifests: list[dict],
+    plan: tuple[str, ...] = (),
+    sweeps: tuple[ProbeSweep, ...] = (),
 ) -> dict:
     """Run the aggregate rule's function on these training bundles, startup/runtime bundles and train manifests (one
-    per world size from 1, Isaac-Cartpole-Direct with rsl_rl) and plan lines; return its output paths."""
+    per world size from 1, Isaac-Cartpole-Direct with rsl_rl), plan lines and probe sweeps (and the path of one that
+    is missing, as a study probed before sweeps has); return its output paths."""
     paths, other_paths, manifest_paths = [], [], []
     for name, items, listed in (("training", bundles, paths), ("other", others, other_paths)):
         for index, bundle in enumerate(items):
@@ -358,6 +366,9 @@ def write_outputs(
     for index, manifest in enumerate(manifests):
         manifest_paths.append(tmp_path / f"manifest{index}.json")
         manifest_paths[-1].write_text(json.dumps(manifest_data(manifest)))
+    sweep_paths = [tmp_path / f"ws{sweep.world_size}.json" for sweep in sweeps]
+    for sweep, path in zip(sweeps, sweep_paths, strict=True):
+        write_probe_sweep(sweep, path)
     out = {name: tmp_path / "out" / name for name in ("s.csv", "t.png", "e.png", "l.png", "r.png", "summary.md")}
     write_study_outputs(
         study="unit",
@@ -378,6 +389,7 @@ def write_outputs(
         rank_time_plot=out["r.png"],
         summary=out["summary.md"],
         plan=plan,
+        probe_sweeps=[str(path) for path in [*sweep_paths, tmp_path / "ws8.json"]],  # ws8.json: a sweep never made
     )
     return out
 
@@ -601,7 +613,7 @@ class TestRankTimeTable:
         assert all(validation_errors(bundle) == [] for bundle in bundles)
         out = write_outputs(tmp_path, bundles, [], [])
         text = out["summary.md"].read_text()
-        section = text[text.index("## Where each rank's time went") :]
+        section = text[text.index("## Where each rank's time went") :].split("\n## ")[0]
         assert "![rank_time](r.png)" in section and out["r.png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         rows = [line for line in section.splitlines() if line.startswith("| Isaac-Cartpole-Direct")]
         # compute means over ranks: 0.7, 0.6, 0.525 -> median 0.6; waits 0.2, 0.1, 0.025 -> median 0.1
@@ -613,3 +625,46 @@ class TestRankTimeTable:
         """Bundles of schema 1.0 have no ranks section: the summary leaves the part out rather than show blanks."""
         text = write_outputs(tmp_path, [make_bundle(1000.0, 1), make_bundle(1600.0, 2)], [], [])["summary.md"]
         assert "Where each rank's time went" not in text.read_text()
+
+
+def sweep(world_size: int, latency_s: float, bandwidth: float) -> ProbeSweep:
+    """A probe sweep whose all-reduce times lie exactly on ``latency_s + size / bandwidth``."""
+    sizes = [4096, 1 << 20]
+    seconds = [latency_s + size / bandwidth for size in sizes]
+    return ProbeSweep("gloo", "cpu", world_size, 5, sizes, seconds, [[time] * world_size for time in seconds])
+
+
+class TestPredictionTable:
+    """One 1-rank bundle of 1 s iterations (1024 env steps) and a 2-rank one at 1600 env steps/s (efficiency
+    0.78125) whose ranks called 8 all-reduces of 4096 bytes in all per iteration."""
+
+    BUNDLES = (with_ranks(make_bundle(1024.0, 1), (1.0,), None), with_ranks(make_bundle(1600.0, 2), (0.5, 0.9), 1))
+
+    def test_predicted_by_hand(self):
+        """A 2-rank sweep of 1 ms + size / 1 GB/s is 0.5 ms per ring step and 1 GB/s on the link: the iteration gains
+        4096 B / 1 GB/s + 8 calls × 2 steps × 0.5 ms = 8.004096 ms."""
+        bundles = list(self.BUNDLES)
+        table = prediction_table(bundles, scaling_table(frame_of(bundles)), {2: sweep(2, 1e-3, 1e9)})
+        (row,) = table.to_dict("records")
+        predicted = 1 / 1.008004096
+        assert (row["library"], row["num_envs_per_rank"], row["world_size"]) == ("rsl_rl", 64, 2)
+        assert row["measured_efficiency"] == pytest.approx(0.78125)
+        assert row["predicted_efficiency"] == pytest.approx(predicted)
+        assert row["error"] == pytest.approx((predicted - 0.78125) / 0.78125)
+        assert row["predicted_communication_share"] == pytest.approx(0.008004096 / 1.008004096)
+        assert row["link"] == "probe sweep: 500 µs per step, 1 GB/s"
+
+    def test_without_a_sweep_communication_is_free_and_said_so(self, tmp_path):
+        text = write_outputs(tmp_path, list(self.BUNDLES), [], [])["summary.md"].read_text()
+        section = text[text.index("## Predicted against measured efficiency") :]
+        rows = [line for line in section.splitlines() if line.startswith("| Isaac-Cartpole-Direct")]
+        free = "none: no probe sweep, communication free"
+        assert rows == [f"| Isaac-Cartpole-Direct | rsl_rl | 64 | 2 | 0.781 | 1 | 0.28 | 0 | {free} |"]
+
+    def test_the_summary_prices_with_the_study_s_sweep(self, tmp_path):
+        text = write_outputs(tmp_path, list(self.BUNDLES), [], [], sweeps=(sweep(2, 1e-3, 1e9),))["summary.md"]
+        assert "| 0.781 | 0.992 | 0.27 | 0.00794 | probe sweep: 500 µs per step, 1 GB/s |" in text.read_text()
+
+    def test_no_section_without_ranks(self, tmp_path):
+        bundles = [make_bundle(1024.0, 1), make_bundle(1600.0, 2)]
+        assert "Predicted against measured" not in write_outputs(tmp_path, bundles, [], [])["summary.md"].read_text()

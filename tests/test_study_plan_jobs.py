@@ -168,7 +168,8 @@ def test_check_task_probe_and_plan_commands(plan, study, started, tmp_path, monk
     assert started.timed.pop().cell == {"task": study["tasks"][0], "world_size": "1", "num_envs": "256"}
     probe = first(plan, JobKind.PROBE, world_size=2)
     stages.probe(probe, granted=2)
-    assert started.pop() == ["nccl_probe", "--num_gpus", "2"]
+    sweep = ["--sizes", *stages.PROBE_SIZES, "--output", str(Path(probe.output).with_suffix(".json"))]
+    assert started.pop() == ["nccl_probe", "--num_gpus", "2", *sweep]
     stages.plan(first(plan, JobKind.TRAIN, world_size=4), tmp_path / "plan.txt")
     command = started.pop()
     assert command[:4] == ["train_multigpu", "--dry_run", "--nnodes", "2"]

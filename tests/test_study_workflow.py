@@ -24,6 +24,8 @@ import pandas as pd
 import pytest
 from rlscale_command import rlscale
 
+from rlscale.launch.probe_sweep import read_probe_sweep
+from rlscale.study import stages
 from rlscale.study.aggregate import SCALING_COLUMNS
 from rlscale.study.job import Job
 
@@ -140,6 +142,8 @@ class TestEndToEnd:
         assert "Device: **cpu**" in summary and f"Why: device: cpu, as {CI_OVERLAY} sets." in summary
         assert "| Isaac-Cartpole-Direct | rsl_rl | 32 | 2 | 1 |" in summary
         assert "![efficiency](efficiency.png)" in summary
+        # The 2-rank cell predicted from the 1-rank bundle, its collectives priced by the probe's sweep.
+        assert re.search(r"\| Isaac-Cartpole-Direct \| rsl_rl \| 32 \| 2 \| .* \| probe sweep: .* GB/s \|", summary)
 
     def test_every_stage_left_its_output(self, tiny_study):
         """validate wrote a passing verdict, probe its report, train its manifests, startup/runtime their bundles."""
@@ -147,6 +151,8 @@ class TestEndToEnd:
         verdict = json.loads((results / "validate" / "Isaac-Cartpole-Direct" / "rsl_rl.json").read_text())
         assert verdict["ok"] and verdict["iterations_completed"] == 3
         assert "nccl_probe: all 2 ranks ok" in (results / "probe" / "ws2.txt").read_text()
+        sweep = read_probe_sweep(results / "probe" / "ws2.json")
+        assert (sweep.world_size, sweep.backend, len(sweep.sizes_bytes)) == (2, "gloo", len(stages.PROBE_SIZES))
         for size in (1, 2):
             manifest = json.loads(
                 (results / "train" / "Isaac-Cartpole-Direct" / "rsl_rl" / f"ws{size}" / "manifest.json").read_text()

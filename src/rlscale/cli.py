@@ -70,11 +70,16 @@ def train(argv: list[str]) -> int:
 
 
 def benchmark(argv: list[str]) -> int:
-    """``rlscale benchmark``; ``compare`` binds nothing: its runs are processes of their own."""
+    """``rlscale benchmark``; ``compare`` binds nothing: its runs are processes of their own, and ``predict`` runs
+    nothing."""
     if argv[:1] == ["compare"]:
         from rlscale.benchmark.compare.cli import main as compare
 
         return compare(argv[1:])
+    if argv[:1] == ["predict"]:
+        from rlscale.benchmark.predict import main as predict
+
+        return predict(argv[1:])
     from rlscale.benchmark.cli import main as run_workflow
 
     if argv and not argv[0].replace("-", "_").endswith("_multigpu"):

@@ -64,5 +64,7 @@ rule aggregate:
         evaluation_cells=PLAN.evaluation_cells,
         evaluation_envs=STUDY["evaluation"]["num_envs"],
         job_times=os.environ[JOB_TIMES_ENV],  # set by job_environment (common.smk)
+        # Written by the probe jobs beside their reports, undeclared: a study probed before sweeps keeps its jobs.
+        probe_sweeps=PLAN.probe_sweeps(),
     script:
         "../../scripts/aggregate.py"

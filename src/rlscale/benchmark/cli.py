@@ -59,6 +59,7 @@ def usage() -> str:
         for name in WORKFLOWS
     ]
     lines.append(f"  {'compare':<20} run named variants of one of these interleaved and compare them (see its --help)")
+    lines.append(f"  {'predict':<20} predict iteration time and efficiency at N ranks from a 1-rank bundle (--help)")
     lines += [
         "",
         "`-multigpu` spellings are aliases. Run `rlscale benchmark WORKFLOW --help` for a workflow's options.",

@@ -9,6 +9,7 @@ templates use the rules' wildcard names (``study``, ``task``, ``library``, ``ws`
 from __future__ import annotations
 
 import enum
+from pathlib import Path
 
 
 class JobKind(enum.StrEnum):
@@ -68,3 +69,11 @@ JAX_CACHE = "logs/{study}/jax_cache"
 WARP_CACHE = "logs/{study}/warp_cache"
 AGGREGATES = ("scaling.csv", "throughput.png", "efficiency.png", "learning_curves.png", "rank_time.png", "summary.md")
 """The aggregate rule's outputs in ``results/<study>/`` that the workflow's default target asks for."""
+
+
+def probe_sweep_of(report: str | Path) -> Path:
+    """The probe's sweep over message sizes, beside its report (:data:`PROBE_REPORT`): ``probe/ws<N>.json``.
+
+    No rule declares it: a study probed before the sweep existed would otherwise rerun its probes, and with them every
+    job that waits on a probe. The aggregate reads the sweeps there are."""
+    return Path(report).with_suffix(".json")

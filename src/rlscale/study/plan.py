@@ -130,6 +130,10 @@ class StudyPlan:
             raise KeyError(f"{job_id} is not a job of study {self.config.study!r}: its config plans no such run")
         return self.jobs[job_id]
 
+    def probe_sweeps(self) -> list[str]:
+        """The probe's sweeps, one per world size above 1, beside its reports."""
+        return [str(paths.probe_sweep_of(job.output)) for job in self.jobs.values() if job.kind == JobKind.PROBE]
+
     def other_bundles(self) -> list[str]:
         """Startup (per library) and runtime (env only) bundles: at the largest world size, one seed each."""
         return [job.output for job in self.jobs.values() if job.kind == JobKind.SINGLE_SEED_BENCHMARK]

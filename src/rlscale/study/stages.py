@@ -24,6 +24,7 @@ from rlscale.manifest import MANIFEST_NAME, InvalidManifest, read_manifest
 from rlscale.study.evaluation import env_steps_at, run_checkpoints
 from rlscale.study.job import Job
 from rlscale.study.job_runner import GRANT_EXIT_CODE, launch, rlscale_command, run_leased, run_multinode
+from rlscale.study.paths import probe_sweep_of
 from rlscale.study.stage_policy import Stage
 from rlscale.study.verdict import parity_metric, validation_verdict
 
@@ -156,11 +157,18 @@ def plan(job: Job, output: Path) -> int:
     return result.returncode
 
 
+PROBE_SIZES = ("4KiB", "64KiB", "1MiB", "16MiB", "64MiB")
+"""Message sizes of the study's probe sweep: from a small policy's gradient all-reduce to bandwidth-bound ones."""
+
+
 def probe(job: Job, granted: int | None) -> int:
-    """Run ``rlscale nccl_probe`` at the job's world size on leased GPUs (or CPU ranks); its report goes to the job's
-    output."""
+    """Run ``rlscale nccl_probe`` at the job's world size on leased GPUs (or CPU ranks), sweeping
+    :data:`PROBE_SIZES`: its report goes to the job's output, the sweep beside it (global rank 0 writes it)."""
     split, output = job.split, Path(job.output)
-    device_args = ["--device", "cpu"] if job.device == "cpu" else []
+    device_args = [
+        *(["--device", "cpu"] if job.device == "cpu" else []),
+        *("--sizes", *PROBE_SIZES, "--output", str(probe_sweep_of(output))),
+    ]
     if split.nodes > 1 and os.environ.get("SLURM_NODEID", "0") != "0":
         # Global rank 0, on the first node, prints the report; other nodes must not truncate the shared file.
         return run_multinode(rlscale_command("nccl_probe", *device_args), split=split, rdzv_port=job.rdzv_port)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from rlscale.benchmark.workflow import PHASES as STARTUP_PHASES
+from rlscale.launch.probe_sweep import read_probe_sweep
 from rlscale.manifest import read_manifest
 from rlscale.study.aggregate import bundle_record, library_label, load_bundles, read_bundle, scaling_table
 from rlscale.study.evaluation_table import RunEvaluation, evaluation_table, read_evaluation
@@ -17,6 +18,7 @@ from rlscale.study.job_times import read_job_times, timing_markdown
 from rlscale.study.markdown import cell_text, markdown_table, with_interval
 from rlscale.study.parity_table import NOT_REACHED, curve_frame, parity_table, run_table
 from rlscale.study.plots import plot_learning_curves, plot_parity, plot_rank_time, plot_scaling
+from rlscale.study.prediction_table import prediction_markdown, prediction_table
 from rlscale.study.rank_table import rank_time_markdown, rank_time_table
 from rlscale.study.train_runs import train_curves, train_table
 
@@ -183,9 +185,11 @@ def summary_markdown(
     plan: Sequence[str] = (),
     evaluation: Sequence[str] = (),
     ranks: Sequence[str] = (),
+    predictions: Sequence[str] = (),
 ) -> str:
     """Return ``summary.md``: the device and why, the plan as parsed (``plan``: its lines, each value with its source),
-    the scaling table, how to read it, where each rank's time went (``ranks``), the train runs, the parity
+    the scaling table, how to read it, where each rank's time went (``ranks``), the predicted against the measured
+    efficiency (``predictions``), the train runs, the parity
     section's lines (:func:`parity_markdown`), the evaluation section's (:func:`evaluation_markdown`) and the
     startup/runtime bundles."""
     shown = table.copy()
@@ -233,6 +237,7 @@ def summary_markdown(
         *[f"![{Path(figure).stem}]({Path(figure).name})" for figure in figures],
         "",
         *ranks,
+        *predictions,
     ]
     if len(trains):
         lines += [
@@ -281,6 +286,7 @@ def write_study_outputs(
     evaluation_envs: int = 0,
     job_times: Path | None = None,
     job_timing_csv: Path | None = None,
+    probe_sweeps: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Aggregate a study's bundles and write the CSV, the four plots and the summary.
 
@@ -308,6 +314,8 @@ def write_study_outputs(
         job_times: The jobs' time records (:mod:`rlscale.study.job_times`); None or a missing file leaves the
             timing section out.
         job_timing_csv: Output table of those records (written when given, empty without records).
+        probe_sweeps: Where the probe's sweeps (``rlscale nccl_probe --sizes``) go, which price the collectives of
+            the predicted against measured table; those missing are left out.
 
     Returns:
         The scaling table.
@@ -335,8 +343,11 @@ def write_study_outputs(
     rank_times = rank_time_table(bundles)
     plot_rank_time(rank_times, Path(rank_time_plot))
     ranks = rank_time_markdown(rank_times, str(rank_time_plot))
+    present = [path for path in probe_sweeps if Path(path).exists()]  # none from a study probed before sweeps
+    sweeps = {sweep.world_size: sweep for sweep in map(read_probe_sweep, present)}
+    predictions = prediction_markdown(prediction_table(bundles, table, sweeps))
     text = summary_markdown(
-        study, device, device_reason, table, trains, others, figures, parity, plan, evaluation, ranks
+        study, device, device_reason, table, trains, others, figures, parity, plan, evaluation, ranks, predictions
     )
     Path(summary).write_text(text + "\n".join(timing_markdown(timing)))
     return table
