@@ -243,6 +243,30 @@ class TestMultiGpu:
             assert rank["collection_compute_s"] > 0 and rank["update_compute_s"] > 0
         assert "ranks: straggler none" in training_multigpu.result.stdout
 
+    @pytest.mark.parametrize(
+        ("name", "slowest_by"), [("startup_multigpu", "startup_s"), ("runtime_multigpu", "step_s")]
+    )
+    def test_startup_and_runtime_name_each_ranks_figures(self, request, name, slowest_by):
+        """Rank 0 gathers both ranks' figures (schema 1.2; a 1.1 bundle may not hold them) and names the slowest by
+        its figure, with the excess over the other's, in the bundle and on the console; one process has a section of
+        its one rank and no excess. The rank-0 fields keep their scope."""
+        run: Run = request.getfixturevalue(name)
+        ranks = run.bundle["ranks"]
+        assert [rank["rank"] for rank in ranks["per_rank"]] == [0, 1] and ranks["slowest_by"] == slowest_by
+        values = [rank[slowest_by] for rank in ranks["per_rank"]]
+        assert min(values) > 0 and ranks["slowest_rank"] == values.index(max(values))
+        assert ranks["slowest_rank_excess_s"] == pytest.approx(max(values) - min(values))
+        assert f"ranks: slowest rank {ranks['slowest_rank']}, {slowest_by} " in run.result.stdout
+        assert run.bundle["extra"]["workload_scope"] == "rank0"
+        if name == "startup_multigpu":
+            first = ranks["per_rank"][0]
+            assert first["first_iteration_s"] == run.bundle["runtime"]["startup_time_s"]["first_iteration"]
+            assert first["startup_s"] == pytest.approx(first["task_creation_s"] + first["first_iteration_s"])
+        assert validation_errors(run.bundle) == []
+        assert validation_errors(run.bundle | {"schema_version": "1.1"}) != []
+        alone = request.getfixturevalue(name.removesuffix("_multigpu")).bundle["ranks"]
+        assert len(alone["per_rank"]) == 1 and alone["slowest_rank_excess_s"] is None
+
     def test_rank1_wrote_no_bundle_anywhere(self, training_multigpu):
         """Rank 1 has its own run folder, but no JSON bundle appears outside the run folders."""
         root = training_multigpu.out_dir.parent

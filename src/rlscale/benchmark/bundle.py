@@ -25,8 +25,9 @@ from rlscale.launch.gpus import GIB
 from rlscale.paths import write_atomic
 from rlscale.rl import LIBRARIES, fill_schema_enum, ml_frameworks
 
-SCHEMA_VERSION = "1.1"
-"""1.1 adds the ``ranks`` section; 1.0 bundles still validate."""
+SCHEMA_VERSION = "1.2"
+"""1.1 adds the ``ranks`` section (training), 1.2 the startup and runtime benchmarks' ``ranks``; 1.0 and 1.1 bundles
+still validate."""
 PACKAGE_KEYS = {"rlscale": "rlscale", "torch": "torch"}
 PACKAGE_KEYS |= {name: library.distribution for name, library in LIBRARIES.items()} | {"jax": "jax", "numpy": "numpy"}
 """Bundle key → distribution name."""

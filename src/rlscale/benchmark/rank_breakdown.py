@@ -14,7 +14,7 @@ the section either way.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from statistics import fmean, median
 from typing import TYPE_CHECKING
 
@@ -112,4 +112,20 @@ def ranks_section(rank_records: Sequence[Sequence[IterationRecord]] | None, warm
         "straggler_rule": {"share": STRAGGLER_SHARE, "floor_s": STRAGGLER_FLOOR_S},
         "communication_share": fmean(rank["communication_share"] for rank in per_rank),
         "wait_share": fmean(rank["wait_share"] for rank in per_rank),
+    }
+
+
+def rank_phases_section(per_rank: Sequence[Mapping[str, float | None]], slowest_by: str) -> dict | None:
+    """The startup or runtime benchmark's ``ranks`` section: each rank's figures (in rank order), and the rank with
+    the largest ``slowest_by`` with its excess over the other ranks' median. None without a figure from every rank."""
+    if not per_rank or any(figures.get(slowest_by) is None for figures in per_rank):
+        return None
+    values = [figures[slowest_by] for figures in per_rank]
+    slowest = max(range(len(values)), key=values.__getitem__)
+    others = [value for rank, value in enumerate(values) if rank != slowest]
+    return {
+        "per_rank": [{"rank": rank, **figures} for rank, figures in enumerate(per_rank)],
+        "slowest_by": slowest_by,
+        "slowest_rank": slowest,
+        "slowest_rank_excess_s": values[slowest] - median(others) if others else None,
     }

@@ -29,6 +29,19 @@ def other_ranks(bundle: dict) -> str:
     return f"while {ranks - 1} other rank(s) ran the same workload" if ranks > 1 else "in a single process"
 
 
+def slowest_rank(bundle: dict) -> list[str]:
+    """The startup or runtime benchmark's slowest rank, by its ``ranks`` section's figure (none with one rank)."""
+    ranks = bundle.get("ranks")
+    if not ranks or len(ranks["per_rank"]) < 2:
+        return []
+    figure = ranks["slowest_by"]
+    value = ranks["per_rank"][ranks["slowest_rank"]][figure]
+    return [
+        f"  ranks: slowest rank {ranks['slowest_rank']}, {figure} {value:.3g} s, "
+        f"{ranks['slowest_rank_excess_s']:.3g} s over the other ranks' median"
+    ]
+
+
 def summary_lines(bundle: dict, path: Path, body: Callable[[dict], list[str]]) -> list[str]:
     """A few lines for a person, ``body`` the workflow's own; the bundle holds everything else."""
     run, extra = bundle["run"], bundle["extra"]

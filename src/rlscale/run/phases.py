@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from rlscale.manifest import Manifest
     from rlscale.rl.common import TrainContext, TrainResult
     from rlscale.rl.progress import IterationRecord, TrackedTask
+    from rlscale.run.rank_records import RankReport
     from rlscale.tasks.base import VecTask
 
 
@@ -62,9 +63,9 @@ class TrainingOutcome:
     """Wall time of the library's whole training call."""
     wall_time_s: float = 0.0
     """Wall time of :func:`execute`."""
-    rank_records: list[list[IterationRecord]] | None = None
-    """On global rank 0 of a completed run, every rank's :attr:`records` in rank order (None elsewhere, and on
-    skrl's JAX ranks, :func:`rlscale.run.rank_records.gather_records`)."""
+    rank_reports: list[RankReport] | None = None
+    """On global rank 0 of a completed run, every rank's :attr:`records` and cold-start phases in rank order (None
+    elsewhere, and on skrl's JAX ranks, :func:`rlscale.run.rank_records.gather_reports`)."""
 
     def iteration_records(self) -> list[dict[str, Any]]:
         """The finished iterations' records, as the manifest keeps them."""
@@ -354,7 +355,7 @@ def build_tracked_task(
 def train(run: _Run, tracked: TrackedTask) -> tuple[TrainResult, list[str]]:
     """The library's training call (its collectives timed), then the final sync audit and the gathering of every
     rank's records; returns its result and every rank's digest."""
-    from rlscale.run.rank_records import gather_records
+    from rlscale.run.rank_records import RankReport, RankStartup, gather_reports
 
     run.train_started = time.perf_counter()
     timer = tracked.collective_timer
@@ -365,7 +366,9 @@ def train(run: _Run, tracked: TrackedTask) -> tuple[TrainResult, list[str]]:
     if run.outcome.first_iteration_s is None:  # a single iteration ends with the library's return
         run.outcome.first_iteration_s = run.outcome.train_s
     digests = run.audit_ranks(result.iterations_completed)
-    run.outcome.rank_records = gather_records(tracked.records, run.context.rank)
+    outcome = run.outcome
+    startup = RankStartup(outcome.task_creation_s, outcome.task_compile_s, outcome.first_iteration_s)
+    outcome.rank_reports = gather_reports(RankReport(list(tracked.records), startup), run.context.rank)
     return result, digests
 
 

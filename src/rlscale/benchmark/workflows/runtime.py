@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import time
+from statistics import median
 
+from rlscale.benchmark.rank_breakdown import rank_phases_section
 from rlscale.benchmark.stats import mean_std, rate_stats
-from rlscale.benchmark.summary import other_ranks, spread
+from rlscale.benchmark.summary import other_ranks, slowest_rank, spread
 from rlscale.benchmark.workflow import Measurement, Workflow, random_actions, record_task_creation, synchronize
 from rlscale.dist import RankInfo
 from rlscale.heartbeat import beat
@@ -46,6 +48,8 @@ def run(measurement: Measurement, spec: RunSpec, rank: RankInfo) -> None:
     ``host_return`` times ``env.step`` until it returns on the host: on CUDA the kernels it queued may still run.
     ``serialized_synchronized`` synchronises the device before and after each step, so each step is timed
     complete but nothing overlaps: it shows a step's cost, not the achievable throughput.
+
+    Global rank 0 gathers every rank's task creation and median timed step into the ``ranks`` section.
     """
     import torch
     import torch.distributed as dist
@@ -75,7 +79,8 @@ def run(measurement: Measurement, spec: RunSpec, rank: RankInfo) -> None:
     )
     task.reset()
     synchronize(device)
-    record_task_creation(measurement.startup, time.perf_counter() - started, task.compile_s)
+    creation_s = time.perf_counter() - started
+    record_task_creation(measurement.startup, creation_s, task.compile_s)
     generator = torch.Generator(device).manual_seed(measurement.seed + rank.rank)
     sync = mode == "serialized_synchronized"
     durations: list[float] = []
@@ -106,6 +111,14 @@ def run(measurement: Measurement, spec: RunSpec, rank: RankInfo) -> None:
         measurement.runtime["environment_step_timing"] = timing | {"measurement_mode": mode}
         measurement.runtime["iterations_completed"] = len(durations)
         measurement.runtime["steps_per_iteration"] = task.num_envs
+    step_s = median(durations)
+    figures = {"task_creation_s": creation_s, "step_s": step_s, "env_steps_per_s": task.num_envs / step_s}
+    gathered: list[dict | None] | None = [None] * rank.world_size if rank.is_main else None
+    if rank.distributed:
+        dist.gather_object(figures, gathered, dst=0)
+    else:
+        gathered = [figures]
+    measurement.ranks = rank_phases_section(gathered, slowest_by="step_s") if rank.is_main else None
     barrier()
     if rank.distributed:
         dist.destroy_process_group()
@@ -122,6 +135,7 @@ def summarise(bundle: dict) -> list[str]:
         f"mode {mode}{caveat}",
         f"  scope: rank 0's own {bundle['extra']['num_envs_per_rank']} envs, measured {other_ranks(bundle)}; not a "
         "global rate",
+        *slowest_rank(bundle),
     ]
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import TYPE_CHECKING
 
-from rlscale.benchmark.summary import number, other_ranks
+from rlscale.benchmark.rank_breakdown import rank_phases_section
+from rlscale.benchmark.summary import number, other_ranks, slowest_rank
 from rlscale.benchmark.workflow import (
     Measurement,
     Workflow,
@@ -19,6 +21,9 @@ from rlscale.dist import RankInfo
 from rlscale.run.args import TRACKER_OPTIONS
 from rlscale.run.phases import execute
 from rlscale.run.spec import RunSpec
+
+if TYPE_CHECKING:
+    from rlscale.run.rank_records import RankStartup
 
 REFUSES = {
     "--max_iterations": "startup always times one iteration",
@@ -63,6 +68,17 @@ def run(measurement: Measurement, spec: RunSpec, rank: RankInfo) -> None:
     runtime["iterations_completed"] = len(outcome.records)
     runtime["steps_per_iteration"] = outcome.steps_per_env * measurement.num_envs_per_rank
     runtime["total_wall_time_s"] = total_startup(phases)
+    measurement.ranks = rank_phases_section(
+        [_rank_phases(report.startup) for report in outcome.rank_reports or ()], slowest_by="startup_s"
+    )
+
+
+def _rank_phases(startup: RankStartup) -> dict[str, float | None]:
+    """A rank's cold-start phases as the ``ranks`` section holds them; ``startup_s`` is the task's creation and the
+    first iteration together, the part of a start that every rank times."""
+    phases = dataclasses.asdict(startup)
+    both = startup.task_creation_s is not None and startup.first_iteration_s is not None
+    return phases | {"startup_s": startup.task_creation_s + startup.first_iteration_s if both else None}
 
 
 def summarise(bundle: dict) -> list[str]:
@@ -77,6 +93,7 @@ def summarise(bundle: dict) -> list[str]:
         *lines,
         f"  total {number(runtime['total_wall_time_s'], 's')}",
         f"  scope: rank 0's cold start, measured {other_ranks(bundle)}; not an aggregate over ranks",
+        *slowest_rank(bundle),
     ]
 
 

@@ -177,7 +177,8 @@ def run(measurement: Measurement, spec: RunSpec, rank: RankInfo) -> None:
     finally:
         record_figures()
     measurement.status = outcome.status
-    measurement.ranks = ranks_section(outcome.rank_records, warmup)
+    reports = outcome.rank_reports
+    measurement.ranks = ranks_section([report.records for report in reports] if reports else None, warmup)
     record_task_creation(measurement.startup, outcome.task_creation_s, outcome.task_compile_s)
     runtime["kernel_cache"] = kernel_cache(outcome.task_compiled_kernels)
     measurement.startup["first_iteration"] = outcome.first_iteration_s
