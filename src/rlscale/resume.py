@@ -86,14 +86,18 @@ def _on_off(flag: bool) -> str:
     return "on" if flag else "off"
 
 
-def check_shape_kept(directory: Path, before: TrainingShape, now: TrainingShape, elastic: bool) -> list[str]:
-    """What continuing the run in ``directory``, whose last invocation had shape ``before``, at ``now`` changes
-    (:meth:`TrainingShape.changes_to`).
+def continuation_changes(directory: Path, now: TrainingShape, elastic: bool) -> tuple[TrainingShape, list[str]] | None:
+    """What continuing the run in ``directory`` at ``now`` changes (:meth:`TrainingShape.changes_to`), with the shape
+    of its last invocation; None when it finished no iteration (:func:`shape_to_keep`).
 
     Raises:
         ValueError: when it changes something and the continuation is not elastic (:data:`ELASTIC_OPTION`), naming
-            each change, and how to keep the shape or change it on purpose.
+            each change, and how to keep the shape or change it on purpose; :class:`InvalidManifest` for a manifest
+            that cannot be read.
     """
+    before = shape_to_keep(read_manifest(directory / MANIFEST_NAME))
+    if before is None:
+        return None
     changes = before.changes_to(now)
     if changes and not elastic:
         raise ValueError(
@@ -101,7 +105,7 @@ def check_shape_kept(directory: Path, before: TrainingShape, now: TrainingShape,
             f"(a split of {before.global_envs or '?'} envs among the ranks keeps the global batch), or pass "
             f"{ELASTIC_OPTION} to change it on purpose"
         )
-    return changes
+    return before, changes
 
 
 @dataclass(frozen=True)

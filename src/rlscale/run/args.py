@@ -69,9 +69,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
         ELASTIC_OPTION,
         dest="resume_elastic",
         action="store_true",
-        help="with --resume auto: continue the run even at another world size, env count per rank, --lr_scaling or "
-        "--sync_normalizer than its last invocation's (the global batch, and the learning rate, change from there "
-        "on); without it such a continuation is refused",
+        help="with --resume auto: continue the run even if that changes how it learns: its global batch (world size "
+        "x --num_envs), --lr_scaling, --sync_normalizer, or the world size a scaled learning rate follows; without "
+        "it such a continuation is refused (another split of the same global batch among the ranks is not)",
     )
     parser.add_argument(
         "--checkpoint_interval",

@@ -18,8 +18,8 @@ from typing import Any
 from rlscale.device import Device
 from rlscale.dist import rank_info
 from rlscale.faults import fault_from_environment
-from rlscale.manifest import MANIFEST_NAME, InvalidManifest, read_manifest
-from rlscale.resume import AUTO, RunIdentity, TrainingShape, check_shape_kept, run_to_continue, shape_to_keep
+from rlscale.manifest import InvalidManifest
+from rlscale.resume import AUTO, RunIdentity, TrainingShape, continuation_changes, run_to_continue
 from rlscale.rl import agent_defaults
 from rlscale.rl.agent_overrides import apply_override
 from rlscale.run.args import build_parser, check_options, parse_command_line, split_overrides
@@ -224,8 +224,7 @@ def spec_from_args(
     spec = dataclasses.replace(spec, agent_cfg=agent_cfg, num_envs=spec.num_envs or task_spec.cfg_class().num_envs)
     if continued is not None and spec.world_size is not None:  # an elastic job's ranks check it (run.start)
         try:
-            if (before := shape_to_keep(read_manifest(continued / MANIFEST_NAME))) is not None:
-                check_shape_kept(continued, before, spec.shape(), spec.resume_elastic)
+            continuation_changes(continued, spec.shape(), spec.resume_elastic)
         except ValueError as error:  # InvalidManifest too
             parser.error(str(error))
     return spec

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from rlscale.dist import RUN_TIMESTAMP_ENV, RankInfo
-from rlscale.manifest import MANIFEST_NAME, read_manifest, run_directory_of, tracker_id_of
-from rlscale.resume import AUTO, ELASTIC_OPTION, check_shape_kept, newest_loadable, run_to_continue, shape_to_keep
+from rlscale.manifest import MANIFEST_NAME, run_directory_of, tracker_id_of
+from rlscale.resume import AUTO, ELASTIC_OPTION, continuation_changes, newest_loadable, run_to_continue
 from rlscale.rl import LIBRARIES
 from rlscale.rl.tracking import DEFAULT_PROJECT, TrackerRun, new_run_id
 from rlscale.run.spec import RunSpec
@@ -65,13 +65,13 @@ def check_continuation(spec: RunSpec, rank: RankInfo, run_dir: Path) -> None:
     """Before a ``--resume auto`` rank rewrites the manifest in ``run_dir``: refuse a continuation that changes how the
     run learns unless it is elastic (the launcher refused it already where it knew the world size), and say what it
     changes or how it splits the run otherwise (global rank 0)."""
-    manifest = run_dir / MANIFEST_NAME
-    if spec.resume != AUTO or not manifest.is_file() or (before := shape_to_keep(read_manifest(manifest))) is None:
+    if spec.resume != AUTO or not (run_dir / MANIFEST_NAME).is_file():
         return
     now = spec.shape(rank.world_size)
-    changes = check_shape_kept(run_dir, before, now, spec.resume_elastic)
-    if not rank.is_main:
+    found = continuation_changes(run_dir, now, spec.resume_elastic)
+    if found is None or not rank.is_main:
         return
+    before, changes = found
     if changes:
         print(f"[rlscale] --resume auto ({ELASTIC_OPTION}): changing {'; and '.join(changes)}", flush=True)
     elif before.describe() != now.describe():

@@ -113,8 +113,8 @@ def run(measurement: Measurement, spec: RunSpec, rank: RankInfo) -> None:
         measurement.runtime["steps_per_iteration"] = task.num_envs
     step_s = median(durations)
     figures = {"task_creation_s": creation_s, "step_s": step_s, "env_steps_per_s": task.num_envs / step_s}
-    gathered: list[dict | None] | None = [None] * rank.world_size if rank.is_main else None
     if rank.distributed:
+        gathered = [None] * rank.world_size if rank.is_main else None
         dist.gather_object(figures, gathered, dst=0)
     else:
         gathered = [figures]
