@@ -31,7 +31,7 @@ from test_bad_inputs import case, run_case, tree
 
 from rlscale.manifest import read_manifest
 from rlscale.paths import atomic_path
-from rlscale.resume import RunIdentity, TrainingShape, latest_run, newest_loadable, shape_to_keep
+from rlscale.resume import RunIdentity, TrainingShape, latest_run, newest_loadable, shape_to_keep, why_segment_began
 from rlscale.rl.common import parameter_digest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,6 +181,21 @@ class TestTrainingShape:
         assert shape_to_keep(run_manifest({"iterations_completed": 3, "world_size": 2})) == TrainingShape(
             2, 64, "none", False
         )
+
+
+@pytest.mark.parametrize(
+    ("first_iteration", "environ", "began"),
+    [
+        (0, {}, "start"),
+        (0, {"TORCHELASTIC_RESTART_COUNT": "0", "SLURM_RESTART_COUNT": ""}, "start"),
+        (40, {}, "resume"),
+        (40, {"SLURM_RESTART_COUNT": "1"}, "requeue"),
+        (0, {"SLURM_RESTART_COUNT": "2"}, "requeue"),  # requeued before its first checkpoint
+        (40, {"SLURM_RESTART_COUNT": "1", "TORCHELASTIC_RESTART_COUNT": "1"}, "restart"),
+    ],
+)
+def test_why_a_segment_began(first_iteration, environ, began):
+    assert why_segment_began(first_iteration, environ) == began
 
 
 class TestResumeAuto:

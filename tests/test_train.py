@@ -87,6 +87,7 @@ class TestLibraryPaths:
         assert [(segment.world_size, segment.num_envs_per_rank, segment.status) for segment in segments] == [
             (1, 64, "completed")
         ] * 2
+        assert [segment.began for segment in segments] == ["start", "resume"]
         assert segments[0].start_time <= segments[1].start_time == manifest["start_time"]
         assert segments[1].wall_time_s == manifest["wall_time_s"] and segments[0].wall_time_s > 0
 

@@ -118,6 +118,15 @@ def placement_record() -> dict:
     }
 
 
+SEGMENT_CAUSES = {
+    "start": "the run's first invocation",
+    "resume": "a continuation asked for (--resume)",
+    "requeue": "the batch system requeued the job (SLURM_RESTART_COUNT)",
+    "restart": "torchrun restarted the workers after a rank failed (--max_restarts)",
+}
+"""Why a :class:`Segment` began → what that means."""
+
+
 @dataclass(frozen=True)
 class Segment:
     """One invocation of a run: the run as first started, or one ``--resume auto`` continuation of it in its run
@@ -138,10 +147,14 @@ class Segment:
     status: str = "running"
     """How it ended (``completed``, ``crashed``, ``interrupted``); ``running`` while it runs, or if it ended without
     a word."""
+    began: str | None = None
+    """Why it began (:data:`SEGMENT_CAUSES`); None in older manifests."""
 
     @classmethod
-    def starting_now(cls, world_size: int, num_envs_per_rank: int | None, first_iteration: int) -> Segment:
-        return cls(utc_now(), world_size, num_envs_per_rank, first_iteration)
+    def starting_now(
+        cls, world_size: int, num_envs_per_rank: int | None, first_iteration: int, began: str = "start"
+    ) -> Segment:
+        return cls(utc_now(), world_size, num_envs_per_rank, first_iteration, began=began)
 
     @property
     def iterations(self) -> int:

@@ -9,7 +9,7 @@ this module only chooses among what the adapter found.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,6 +106,17 @@ def continuation_changes(directory: Path, now: TrainingShape, elastic: bool) -> 
             f"{ELASTIC_OPTION} to change it on purpose"
         )
     return before, changes
+
+
+def why_segment_began(first_iteration: int, environ: Mapping[str, str]) -> str:
+    """Why an invocation starting at ``first_iteration`` began (:data:`rlscale.manifest.SEGMENT_CAUSES`): torchrun
+    counts its restarts of the workers in their environment, and SLURM its requeues of the job in the job's; otherwise
+    a checkpoint to start from makes it a resume."""
+    if int(environ.get("TORCHELASTIC_RESTART_COUNT") or 0) > 0:
+        return "restart"
+    if int(environ.get("SLURM_RESTART_COUNT") or 0) > 0:
+        return "requeue"
+    return "resume" if first_iteration > 0 else "start"
 
 
 @dataclass(frozen=True)

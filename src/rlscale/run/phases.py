@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -18,7 +19,7 @@ from rlscale.device import Device
 from rlscale.dist import collective_timeout, rank_info
 from rlscale.faults import Fault, fault_from_environment
 from rlscale.heartbeat import beat
-from rlscale.resume import AUTO
+from rlscale.resume import AUTO, why_segment_began
 from rlscale.run.rank import place_rank
 from rlscale.run.spec import RunSpec
 from rlscale.run.start import auto_resume, check_continuation, resolve_seed, run_directory, tracker_run
@@ -236,7 +237,7 @@ def prepare(spec: RunSpec) -> _Run:
     # invocations it ran in.
     continued = continued_run(log_dir / MANIFEST_NAME, start) if spec.resume == AUTO else Continued()
     tracker = tracker_run(spec, rank, log_dir, seed)
-    segment = Segment.starting_now(rank.world_size, spec.num_envs, start)
+    segment = Segment.starting_now(rank.world_size, spec.num_envs, start, why_segment_began(start, os.environ))
     manifest = Manifest(
         log_dir / MANIFEST_NAME,
         segment,
