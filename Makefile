@@ -84,7 +84,7 @@ study: setup-study
 	$(SNAKEMAKE) --report results/$$($(PY) -c 'import yaml; print(yaml.safe_load(open("config/config.yaml"))["study"])')/report.html
 
 # A two-node SLURM cluster on this host (n1, n2 at 127.0.0.1; needs root, installs Debian's SLURM and munge when
-# missing), and the tests that run the study, 2-node jobs, scancel, a time limit and GPU requests on it
+# missing), and the tests that run the study, 2-node jobs, scancel, a time limit, a requeue and GPU requests on it
 # (docs/cluster.md). test-slurm stops the cluster whatever the tests do, and exits with pytest's status.
 SLURM_CLUSTER := tools/checks/slurm_local_cluster.sh
 slurm-up:

@@ -226,17 +226,15 @@ class TestNoFalsePositive:
 class TestCtrlC:
     """One Ctrl-C stops a job gracefully however many times it is delivered."""
 
-    INTERVAL = 2
-    """Checkpoint interval: rsl_rl saves ``model_<i>.pt`` after iteration index ``i`` when ``i % INTERVAL == 0``."""
-
     def test_one_ctrl_c_delivered_to_every_process_and_forwarded_stops_gracefully(self, jobs, no_leftovers):
         """SIGINT reaches every process of the job at once (as when they all share the terminal's foreground group,
         or a batch system signals every process of a job), and a wrapper forwards it to the launcher once more after
-        the launcher has acted on it: the ranks still stop gracefully, nothing is SIGKILLed, the last interval
-        checkpoint is intact, nothing is left running, and the exit code is 130."""
+        the launcher has acted on it: the ranks still stop gracefully at the same iteration boundary, nothing is
+        SIGKILLed, rank 0 saves a checkpoint of every finished iteration, nothing is left running, the exit code is 130,
+        and the console shows the command that continues the run."""
         job = jobs(
             *TRAIN,
-            *("--max_iterations", "500", "--checkpoint_interval", str(self.INTERVAL), "--log_root", no_leftovers),
+            *("--max_iterations", "500", "--log_root", no_leftovers),
             own_session=True,
         )
         job.wait_for(r"\[rlscale\] it 4/500", timeout=90)
@@ -260,11 +258,13 @@ class TestCtrlC:
         ]
         assert [manifest["status"] for manifest in manifests] == ["interrupted", "interrupted"]
         finished = len(manifests[0]["iterations"])
-        assert finished >= 4
-        saved = [int(path.stem.split("_")[1]) for path in manifest_path.parent.glob("model_*.pt")]
-        last_interval = (finished - 1) // self.INTERVAL * self.INTERVAL
-        assert max(saved) >= last_interval, (saved, finished)
-        assert torch.load(manifest_path.parent / f"model_{max(saved)}.pt", weights_only=True)["iter"] == max(saved)
+        assert finished >= 4 and [len(manifest["iterations"]) for manifest in manifests] == [finished] * 2
+        # Both ranks stopped at the same iteration boundary, and rank 0 saved every finished iteration.
+        assert [manifest["stop"]["iterations"] for manifest in manifests] == [finished] * 2
+        checkpoint = manifest_path.parent / f"model_{finished - 1}.pt"
+        assert manifests[0]["stop"]["checkpoint"] == str(checkpoint) and manifests[1]["stop"]["checkpoint"] is None
+        assert torch.load(checkpoint, weights_only=True)["iter"] == finished - 1
+        assert re.search(r"to continue this run: rlscale train_multigpu .* --resume auto\n", output), output[-3000:]
         assert not any(running(process) for process in tree)
         assert not wait_for_no_process(no_leftovers, within=30)
 

@@ -29,9 +29,17 @@ from rlscale_command import rlscale
 from run_manifests import manifest_data, run_manifest
 from test_bad_inputs import case, run_case, tree
 
-from rlscale.manifest import read_manifest
+from rlscale.manifest import Segment, read_manifest
 from rlscale.paths import atomic_path
-from rlscale.resume import RunIdentity, TrainingShape, latest_run, newest_loadable, shape_to_keep, why_segment_began
+from rlscale.resume import (
+    RunIdentity,
+    TrainingShape,
+    latest_run,
+    newest_loadable,
+    shape_to_keep,
+    start_over_note,
+    why_segment_began,
+)
 from rlscale.rl.common import parameter_digest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,6 +189,35 @@ class TestTrainingShape:
         assert shape_to_keep(run_manifest({"iterations_completed": 3, "world_size": 2})) == TrainingShape(
             2, 64, "none", False
         )
+
+
+class TestStartOverNote:
+    ARGV = ["--task", "Isaac-Cartpole-Direct", "--device", "cpu", "--resume", "path/model_9.pt", "--seed=3"]
+
+    @staticmethod
+    def stopped(status: str, last_iteration: int) -> dict:
+        """A manifest's fields of a run that ended with this status after this iteration."""
+        segment = Segment("2026-01-01T00:00:00+00:00", 1, 16, 0, last_iteration, 1.0, status, "start")
+        return {"status": status, "segments": [dataclasses.asdict(segment)]}
+
+    def note(self, log_root: Path) -> str | None:
+        asked = RunIdentity("rlscale train", None, *IDENTITY)
+        return start_over_note(log_root, asked, "rlscale train", self.ARGV)
+
+    @pytest.mark.parametrize("status", ["interrupted", "crashed"])
+    def test_a_rerun_says_it_starts_over_and_how_to_continue(self, tmp_path, status):
+        run_dir = recorded_run(tmp_path, "rsl_rl/Isaac-Cartpole-Direct/a", manifest=self.stopped(status, 9))
+        assert self.note(tmp_path) == (
+            f"[rlscale] starting a new run: the unnamed run's latest, {run_dir}, {status} after iteration 10; to "
+            "continue it instead: rlscale train --task Isaac-Cartpole-Direct --device cpu --seed=3 --resume auto"
+        )
+
+    def test_nothing_to_say_after_a_finished_run_or_one_that_trained_nothing(self, tmp_path):
+        assert self.note(tmp_path) is None  # no run yet
+        recorded_run(tmp_path, "rsl_rl/Isaac-Cartpole-Direct/a", manifest={"status": "interrupted"})
+        assert self.note(tmp_path) is None  # it finished no iteration
+        recorded_run(tmp_path, "rsl_rl/Isaac-Cartpole-Direct/b", manifest=self.stopped("completed", 9))
+        assert self.note(tmp_path) is None
 
 
 @pytest.mark.parametrize(
@@ -530,6 +567,40 @@ def resumed_run(request, tmp_path_factory) -> tuple[str, str, Path, dict]:
     assert result.returncode == 0, result.stderr[-3000:]
     with open(out / "resume.pkl", "rb") as file:
         return library, framework, out, pickle.load(file)
+
+
+STOP_PATHS = [pytest.param(*param.values, marks=pytest.mark.extras, id=param.id) for param in PATH_PARAMS[1:]]
+"""rl_games and skrl (torch and JAX) for a run stopped at an iteration boundary: make test-extras trains them; rsl_rl's
+two-rank stop is test_reliability's TestCtrlC, in make test."""
+
+
+@pytest.mark.parametrize("path", STOP_PATHS)
+def test_ctrl_c_keeps_a_checkpoint_of_the_iteration_it_stopped_at(tmp_path, path):
+    """Ctrl-C waits for the iteration's end, writes the library's checkpoint of every finished iteration, records it,
+    and prints the command that continues the run; that command goes on from that checkpoint."""
+    library, framework = path
+    args = [*TRAIN, "--rl_library", library, "--ml_framework", framework, "--log_root", str(tmp_path)]
+    command = [sys.executable, "-m", "rlscale", "train", *args, "--max_iterations", "100000"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV) as run:
+        lines = []
+        for line in run.stdout:
+            lines.append(line)
+            if "[rlscale] it 3/" in line:
+                run.send_signal(signal.SIGINT)
+        output = "".join(lines)
+    assert run.returncode == 128 + signal.SIGINT, output[-3000:]
+    [manifest] = rank0_manifests(tmp_path)
+    stop = manifest["stop"]
+    assert (manifest["status"], stop["signal"]) == ("interrupted", "SIGINT")
+    assert stop["iterations"] == len(manifest["iterations"]) >= 3  # every finished iteration, none trained in vain
+    assert f"stopped after iteration {stop['iterations']}; checkpoint {stop['checkpoint']}" in output
+    continued = re.search(r"to continue this run: (.*)", output).group(1).split()
+    assert continued[:2] == ["rlscale", "train"] and continued[-2:] == ["--resume", "auto"]
+    total = str(stop["iterations"] + 1)
+    resumed = rlscale(*continued[1:], "--max_iterations", total, env=ENV)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    name = Path(stop["checkpoint"]).name
+    assert f"--resume auto: continuing from {name} ({stop['iterations']}/{total})" in resumed.stdout
 
 
 class TestResumeRestoresTrainingState:

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from rlscale.device import Device
-from rlscale.run.phases import allow_tf32, execute
+from rlscale.run.phases import execute
+from rlscale.run.rank import allow_tf32
 from rlscale.run.spec import resolve_spec
 
 

@@ -13,6 +13,7 @@ belongs to a job and a node by the ``SLURM_JOB_ID`` and ``SLURMD_NODENAME`` in i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -469,6 +470,37 @@ class TestTimeLimit:
                 assert job_state(job_id) in UNFINISHED, log.read_text()[-3000:]
                 time.sleep(0.5)
             assert expected in log.read_text()
+        finally:
+            slurm("scancel", job_id)
+            assert wait_for_no_process(job_id, within=60) == []
+
+
+class TestRequeue:
+    def test_warning_signal_requeues_the_job_which_continues(self, multinode_jobs, tmp_path):
+        """SLURM's warning signal (what ``sbatch --signal=USR1@T`` sends before the time limit) reaches a 2-node train
+        job: every rank stops at the next iteration boundary with a checkpoint, the job requeues itself, and the
+        requeued job continues from that checkpoint, its manifest keeping the first segment and saying why the
+        second began."""
+        job_id = submit_on_cpu(multinode_jobs["train_multinode"], tmp_path, max_iterations=ENDLESS)
+        deadline = time.monotonic() + 180
+        while not (found := list(tmp_path.rglob("model_2.pt"))) and time.monotonic() < deadline:
+            assert job_state(job_id) in UNFINISHED, (tmp_path / f"slurm-{job_id}.log").read_text()
+            time.sleep(0.1)
+        run_dir = found[0].parent
+        slurm("scancel", "--signal=USR1", job_id)
+        try:
+            deadline = time.monotonic() + 240
+            segments = []
+            while time.monotonic() < deadline:
+                with contextlib.suppress(OSError, ValueError):  # rewritten meanwhile
+                    segments = json.loads((run_dir / "manifest.json").read_text())["segments"]
+                if len(segments) == 2 and segments[1]["first_iteration"] > 0:
+                    break
+                time.sleep(0.5)
+            first, requeued = segments
+            assert (first["began"], first["status"], requeued["began"]) == ("start", "interrupted", "requeue")
+            assert requeued["first_iteration"] == first["last_iteration"] + 1  # the boundary's checkpoint: none lost
+            assert (run_dir / f"model_{first['last_iteration']}.pt").is_file()
         finally:
             slurm("scancel", job_id)
             assert wait_for_no_process(job_id, within=60) == []

@@ -31,6 +31,20 @@ def gather_digests(digest: str, rank: RankInfo) -> list[str]:
     return [bytes(np.asarray(row, dtype=np.uint8)).hex() for row in np.asarray(rows)]
 
 
+def any_rank(flag: bool, rank: RankInfo, device: str) -> bool:
+    """Whether ``flag`` is set on any rank (a collective: every rank must call it at the same point). ``device`` is the
+    rank's torch device, where NCCL needs the value."""
+    if not rank.distributed:
+        return flag
+    if torch.distributed.is_initialized():
+        value = torch.tensor([int(flag)], device=device)
+        torch.distributed.all_reduce(value, op=torch.distributed.ReduceOp.MAX)
+        return bool(value.item())
+    from jax.experimental import multihost_utils  # skrl's JAX ranks, as in gather_digests
+
+    return bool(np.asarray(multihost_utils.process_allgather(np.array([flag]))).any())
+
+
 def check_digests(digests: list[str], iteration: int) -> None:
     """Raise naming the ranks whose parameters differ from rank 0's.
 

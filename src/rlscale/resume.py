@@ -9,7 +9,8 @@ this module only chooses among what the adapter found.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Mapping
+import shlex
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,6 +109,20 @@ def continuation_changes(directory: Path, now: TrainingShape, elastic: bool) -> 
     return before, changes
 
 
+def continue_command(program: str, argv: Sequence[str]) -> str:
+    """The command line that continues, in place, a run that ``PROGRAM ARGV`` (``rlscale train``, say) started or
+    continued: the same arguments with ``--resume auto`` instead of any other ``--resume``."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--resume":
+            skip = True
+        elif not arg.startswith("--resume="):
+            kept.append(arg)
+    return shlex.join([*program.split(), *kept, "--resume", AUTO])
+
+
 def why_segment_began(first_iteration: int, environ: Mapping[str, str]) -> str:
     """Why an invocation starting at ``first_iteration`` began (:data:`rlscale.manifest.SEGMENT_CAUSES`): torchrun
     counts its restarts of the workers in their environment, and SLURM its requeues of the job in the job's; otherwise
@@ -188,6 +203,28 @@ def run_to_continue(log_root: Path, asked: RunIdentity) -> Path | None:
                 "or drop --resume"
             )
     return directory
+
+
+def start_over_note(log_root: Path, asked: RunIdentity, program: str, argv: Sequence[str]) -> str | None:
+    """The line a run without ``--resume`` prints when it starts over although the latest run of its name and kind
+    (:func:`latest_run`), of the same task, library and ML framework, stopped early (interrupted or crashed) after
+    finishing an iteration; None otherwise."""
+    found = latest_run(log_root, asked)
+    if found is None or any(getattr(found[1], name) != getattr(asked, name) for name in MUST_MATCH):
+        return None
+    directory = found[0]
+    with contextlib.suppress(InvalidManifest):
+        manifest = read_manifest(directory / MANIFEST_NAME)
+        last = max(
+            (segment.last_iteration for segment in manifest.segments if segment.last_iteration is not None),
+            default=None,
+        )
+        if manifest.status in ("interrupted", "crashed") and last is not None:
+            return (
+                f"[rlscale] starting a new run: {asked.describe()}'s latest, {directory}, {manifest.status} after "
+                f"iteration {last + 1}; to continue it instead: {continue_command(program, argv)}"
+            )
+    return None
 
 
 def newest_loadable(

@@ -24,9 +24,9 @@ from rlscale.benchmark.summary import summary_lines
 from rlscale.benchmark.workflow import Measurement, Workflow, count_compile_as_creation
 from rlscale.dist import RankInfo, global_env_steps, rank_device, rank_info
 from rlscale.paths import one_line_on_full_disk
-from rlscale.run.phases import one_line_if_the_task_does_not_fit
 from rlscale.run.spec import RunSpec
 from rlscale.run.start import resolve_seed
+from rlscale.run.task_errors import one_line_if_the_task_does_not_fit
 
 
 def _raise_interrupt(signum, frame):

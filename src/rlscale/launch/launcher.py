@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from signal import SIGTERM
 from typing import TYPE_CHECKING
 
 from rlscale.dist import (
@@ -43,8 +44,15 @@ from rlscale.launch.hang_watch import HangWatch
 from rlscale.launch.placement import describe_placement, plan_node
 from rlscale.launch.ports import free_local_port, port_taken
 from rlscale.launch.torch_gpus import TorchGpuProbe, gpu_rank_shortfall, probe_torch_gpus
+from rlscale.resume import continue_command, start_over_note
 from rlscale.run.spec import RUN_SPEC_ENV, JobShape, write_spec
-from rlscale.run.stop_signals import INTERRUPTED_EXIT_CODE
+from rlscale.run.stop_signals import (
+    INTERRUPTED_EXIT_CODE,
+    REQUEUE_EXIT_CODE,
+    REQUEUE_SIGNAL,
+    StopSignals,
+    asks_requeue,
+)
 
 if TYPE_CHECKING:
     from rlscale.run.spec import RunSpec
@@ -153,6 +161,8 @@ class Launch:
     command: list[str]
     spec: RunSpec | None
     placement: NodePlacement | None = None
+    argv: tuple[str, ...] = ()
+    """The launcher's command line, without its program and subcommand."""
 
 
 def job_shape(args: Namespace) -> JobShape:
@@ -215,7 +225,7 @@ def resolve_launch(
         # skrl's JAX launcher defaults to 127.0.0.1:5000: two one-node jobs on a host would meet on it.
         args.coordinator_address = f"127.0.0.1:{free_local_port()}"
     command = build_launch_command(args, forwarded, cfg, environ)
-    return Launch(args, forwarded, command, spec, plan_placement(args, cfg, environ))
+    return Launch(args, forwarded, command, spec, plan_placement(args, cfg, environ), tuple(argv))
 
 
 def run_launcher(
@@ -256,6 +266,11 @@ def start_launch(launch: Launch, environ: Mapping[str, str] | None = None) -> in
     if args.dry_run:
         print(shlex.join(command), flush=True)
         return 0
+    spec = launch.spec
+    if spec is not None and spec.resume is None:
+        note = start_over_note(Path(spec.log_root), spec.identity, TRAIN_MULTIGPU.prog, launch.argv)
+        if note is not None:
+            print(note, file=sys.stderr, flush=True)
     print(f"[INFO] Launching distributed workers with: {shlex.join(command)}", file=sys.stderr, flush=True)
     from rlscale.launch.supervise import run_supervised
 
@@ -278,12 +293,18 @@ def start_launch(launch: Launch, environ: Mapping[str, str] | None = None) -> in
             run_spec=None if launch.spec is None else write_spec(launch.spec, Path(status_dir)),
             placement=launch.placement,
         )
-        code = run_supervised(command, env=env, abort_check=_first_reason(checks))
+        stops = StopSignals()
+        code = run_supervised(
+            command, env=env, abort_check=_first_reason(checks), stops=stops, forward_as={REQUEUE_SIGNAL: SIGTERM}
+        )
         stopped = stopped_ranks(Path(status_dir), args.nproc_per_node)
         failures = failed_ranks(Path(status_dir), args.nproc_per_node)
     if stopped is not None:
         print(f"[INFO] {stopped}", file=sys.stderr, flush=True)
-        return code or INTERRUPTED_EXIT_CODE
+        if launch.spec is not None:  # a training run
+            line = continue_command(TRAIN_MULTIGPU.prog, launch.argv)
+            print(f"[rlscale] to continue this run: {line}", file=sys.stderr, flush=True)
+        return REQUEUE_EXIT_CODE if asks_requeue(stops.first, environ) else code or INTERRUPTED_EXIT_CODE
     if failures:
         print(f"[ERROR] {'; '.join(failures)}", file=sys.stderr, flush=True)
         return code or 1

@@ -83,6 +83,10 @@ def _exec_main(args: list[str]) -> None:
     """The shim: arm the parent-death signal, then become the command (same pid, session and environment)."""
     parent, command = int(args[0]), args[1:]
     set_parent_death_signal(signal.SIGTERM)
+    # SLURM's warning signal (sbatch --signal=USR1@T) reaches every process of a job step: torchrun and skrl's JAX
+    # launcher, which do not handle it, would die of it. Ignored here, it stays so across exec; rlscale's launchers and
+    # ranks set their own handler.
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     if os.getppid() != parent:  # the supervisor died before the signal was armed: nothing would ever send it
         sys.exit(128 + signal.SIGTERM)
     try:

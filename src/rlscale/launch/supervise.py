@@ -146,6 +146,7 @@ def run_supervised(
     stderr: IO | None = None,
     pass_fds: Sequence[int] = (),
     stops: StopSignals | None = None,
+    forward_as: Mapping[int, int] | None = None,
 ) -> int:
     """Run ``argv`` in a process group of its own and tear everything it started down however the run ends.
 
@@ -169,7 +170,10 @@ def run_supervised(
         stderr: Where its stderr goes; the inherited stderr when ``None``.
         pass_fds: Open file descriptors the launcher inherits (a study job's GPU lease locks, held while it lives).
         stops: Tells the stop signals apart (its own when ``None``); a caller that passes one can ask it afterwards
-            whether the run was stopped on request (:attr:`~rlscale.run.stop_signals.StopSignals.arrived`).
+            whether the run was stopped on request (:attr:`~rlscale.run.stop_signals.StopSignals.arrived`), and by
+            which signal.
+        forward_as: Stop signals forwarded as another (torchrun and skrl's JAX launcher stop their workers on
+            SIGTERM, and die of SIGUSR1).
 
     Returns:
         The launcher's exit code, 128+N if it was killed by signal N.
@@ -185,7 +189,7 @@ def run_supervised(
 
     def forward(signum: int, _frame: FrameType | None) -> None:
         nonlocal repeat_told
-        arrival = stops.arrive()
+        arrival = stops.arrive(signum)
         name = signal.Signals(signum).name
         if arrival is Arrival.REPEAT:
             if not repeat_told:
@@ -206,10 +210,11 @@ def run_supervised(
             f"[INFO] Received {name}; stopping distributed workers (SIGTERM again after {graceful_s:g} s, SIGKILL "
             f"{forced_s:g} s later; another signal after {burst_s:g} s kills them at once)."
         )
+        forwarded = (forward_as or {}).get(signum, signum)
         if proc is None:
-            pending.append(signum)
+            pending.append(forwarded)
         else:
-            _signal_group(proc.pid, signum)
+            _signal_group(proc.pid, forwarded)
 
     previous: list[tuple[int, object]] = []
     if threading.current_thread() is threading.main_thread():

@@ -96,6 +96,19 @@ class TrainResult:
     the digest of the checkpoint's policy parameters when the load took effect."""
 
 
+class StopAtBoundary(KeyboardInterrupt):
+    """Raised by the task at an iteration boundary once every rank agreed to stop there. The adapter of a rank that
+    writes checkpoints saves one of the iterations finished (:attr:`checkpoint`), then lets it through; a library that
+    catches ``Exception`` cannot swallow it."""
+
+    def __init__(self, iterations: int) -> None:
+        super().__init__(f"stopped after iteration {iterations}")
+        self.iterations = iterations
+        """Iterations finished, counted from the start of training."""
+        self.checkpoint: Path | None = None
+        """The checkpoint of them, once written (None: this rank writes none, or nothing new was trained)."""
+
+
 def parameter_digest(state: dict[str, Any]) -> str:
     """SHA-256 over the parameters' names, shapes and float32 bytes, in name order.
 

@@ -22,6 +22,7 @@ from tensorboardX import SummaryWriter
 from rlscale.paths import atomic_path
 from rlscale.rl import LIBRARIES
 from rlscale.rl.common import (
+    StopAtBoundary,
     TorchPolicyParameters,
     TrainContext,
     TrainResult,
@@ -208,7 +209,12 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
     runner = Runner(algo_observer=observer)
     with library_console(ctx.log_dir):
         runner.load({"params": params})
-        runner.run({"train": True, "play": False, "checkpoint": str(ctx.resume or ""), "sigma": None})
+        try:
+            runner.run({"train": True, "play": False, "checkpoint": str(ctx.resume or ""), "sigma": None})
+        except StopAtBoundary as stop:
+            if ctx.rank.is_main and stop.iterations > start:
+                stop.checkpoint = save_at_boundary(observer.agent, stop.iterations, ctx.log_dir)
+            raise
         agent = observer.agent
         iterations = int(agent.epoch_num)
         checkpoint = None
@@ -253,6 +259,15 @@ def inference_policy(
         return wrapped.clip(actions)
 
     return policy
+
+
+def save_at_boundary(agent, epochs: int, log_dir: Path) -> Path:
+    """Save the agent after ``epochs`` finished epochs, from the first step of the next one's rollout: rl_games counts
+    an epoch when it starts it, so its counter is one ahead there, and the checkpoint records the finished ones."""
+    checkpoint = Path(log_dir, "nn", f"model_{epochs}.pth")
+    agent.epoch_num = epochs
+    agent.save(str(checkpoint.with_suffix("")))
+    return checkpoint
 
 
 def checkpoint_iteration(path: Path, agent_cfg: dict) -> int:

@@ -21,6 +21,7 @@ from rlscale.dist import RankInfo
 from rlscale.paths import atomic_path
 from rlscale.rl import LIBRARIES
 from rlscale.rl.common import (
+    StopAtBoundary,
     TorchPolicyParameters,
     TrainContext,
     TrainResult,
@@ -170,7 +171,14 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
             runner.current_learning_iteration += 1  # the checkpoint's "iter" is the last iteration it finished
             resumed = on_checkpoint_loaded(ctx, runner)
         start = runner.current_learning_iteration
-        runner.learn(ctx.max_iterations, init_at_random_ep_len=True)
+        try:
+            runner.learn(ctx.max_iterations, init_at_random_ep_len=True)
+        except StopAtBoundary as stop:
+            if ctx.rank.is_main and stop.iterations > start:
+                # At the boundary rsl_rl's counter holds the last finished iteration's index, as its own saves name it.
+                stop.checkpoint = Path(ctx.log_dir, f"model_{runner.current_learning_iteration}.pt")
+                runner.save(str(stop.checkpoint))
+            raise
     checkpoint = Path(ctx.log_dir, f"model_{runner.current_learning_iteration}.pt") if ctx.rank.is_main else None
     return TrainResult(
         start_iteration=start,

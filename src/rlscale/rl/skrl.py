@@ -22,6 +22,7 @@ import torch
 from rlscale.paths import atomic_path, move_into_place
 from rlscale.rl import LIBRARIES
 from rlscale.rl.common import (
+    StopAtBoundary,
     TorchPolicyParameters,
     TrainContext,
     TrainResult,
@@ -163,20 +164,31 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
             _sync_preprocessors_after_each_update(agent)  # after the load, whose statistics every rank shares
         _continue_timestep_count(agent, timesteps_before=start * rollouts)
         _write_checkpoints_atomically(agent)
-        runner.run("train")
+        try:
+            runner.run("train")
+        except StopAtBoundary as stop:
+            if ctx.rank.is_main and stop.iterations > start:
+                stop.checkpoint = _save(agent, stop.iterations * rollouts, ctx)
+            raise
     iterations = start + ctx.max_iterations
     checkpoint = None
     if ctx.rank.is_main:
         # skrl names periodic checkpoints by timestep and does not save the final state; save it under that scheme.
-        checkpoint = Path(ctx.log_dir, "checkpoints", f"agent_{iterations * rollouts}{_suffix(ctx.ml_framework)}")
-        checkpoint.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_path(checkpoint) as temporary:
-            agent.save(str(temporary))
+        checkpoint = _save(agent, iterations * rollouts, ctx)
         if ctx.tracker is not None and hasattr(agent, "writer"):  # skrl makes none with write_interval 0
             agent.writer.flush()  # the TensorBoard events on disk before the tracker run ends
     return TrainResult(
         start_iteration=start, iterations_completed=iterations, checkpoint=checkpoint, resumed_param_digest=resumed
     )
+
+
+def _save(agent, timestep: int, ctx: TrainContext) -> Path:
+    """Save the agent's state as skrl names its checkpoint at ``timestep`` (from an iteration boundary or the end)."""
+    checkpoint = Path(ctx.log_dir, "checkpoints", f"agent_{timestep}{_suffix(ctx.ml_framework)}")
+    checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(checkpoint) as temporary:
+        agent.save(str(temporary))
+    return checkpoint
 
 
 def _track_with_wandb(experiment: dict, tracker: TrackerRun, ml_framework: str) -> None:

@@ -10,7 +10,7 @@ import dataclasses
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,14 +20,15 @@ from rlscale.dist import collective_timeout, rank_info
 from rlscale.faults import Fault, fault_from_environment
 from rlscale.heartbeat import beat
 from rlscale.resume import AUTO, why_segment_began
-from rlscale.run.rank import place_rank
+from rlscale.run.boundary_stop import boundary_stop_line, boundary_stop_record, stop_if_asked
+from rlscale.run.rank import allow_tf32, place_rank
 from rlscale.run.spec import RunSpec
 from rlscale.run.start import auto_resume, check_continuation, resolve_seed, run_directory, tracker_run
-from rlscale.run.stop_signals import INTERRUPTED_EXIT_CODE, interrupt_on_stop_signals
+from rlscale.run.stop_signals import INTERRUPTED_EXIT_CODE, StopRequest, interrupt_on_stop_signals
 
 if TYPE_CHECKING:
     from rlscale.manifest import Manifest
-    from rlscale.rl.common import TrainContext, TrainResult
+    from rlscale.rl.common import StopAtBoundary, TrainContext, TrainResult
     from rlscale.rl.progress import IterationRecord, TrackedTask
     from rlscale.run.rank_records import RankReport
     from rlscale.tasks.base import VecTask
@@ -67,6 +68,10 @@ class TrainingOutcome:
     rank_reports: list[RankReport] | None = None
     """On global rank 0 of a completed run, every rank's :attr:`records` and cold-start phases in rank order (None
     elsewhere, and on skrl's JAX ranks, :func:`rlscale.run.rank_records.gather_reports`)."""
+    stop: StopAtBoundary | None = None
+    """How an interrupted run stopped at an iteration boundary, its checkpoint included (None: it stopped at once)."""
+    stop_signal: int | None = None
+    """The stop signal this process received, if any."""
 
     def iteration_records(self) -> list[dict[str, Any]]:
         """The finished iterations' records, as the manifest keeps them."""
@@ -91,6 +96,7 @@ class _Run:
     started: float
     created: Path | None
     """The outermost folder of the run directory's path that this invocation made (None: it existed before)."""
+    stop_request: StopRequest | None = None
     sync_checks: list[int] = field(default_factory=list)
     train_started: float = 0.0
 
@@ -124,30 +130,13 @@ class _Run:
     def on_iteration_start(self, iteration: int) -> None:
         if iteration == self.start + 1:  # the first iteration's update has just ended
             self.outcome.first_iteration_s = time.perf_counter() - self.train_started
+        stop_if_asked(self.stop_request, self.context.rank, self.context.device, iteration)
         interval = self.spec.sync_check_interval
         if interval and iteration > self.start and (iteration - self.start) % interval == 0:
             self.audit_ranks(iteration)
         beat("collect", iteration)  # before the fault, so that an injected hang is reported in this phase
         if self.fault is not None:
             self.fault.trigger_if_due(self.context.rank.rank, iteration, self.context.policy_probe.read)
-
-
-@contextlib.contextmanager
-def one_line_if_the_task_does_not_fit(command: str) -> Iterator[None]:
-    """Turn a task too large for its device (:class:`rlscale.tasks.graph.TaskDoesNotFit`) into one line on stderr and
-    exit code 2, like any other bad value; and a run whose physics outgrew its buffers
-    (:class:`rlscale.tasks.physics.PhysicsCapacityError`, its manifest already marked crashed) into one line and
-    exit code 1."""
-    from rlscale.tasks.graph import TaskDoesNotFit
-    from rlscale.tasks.physics import PhysicsCapacityError
-
-    try:
-        yield
-    except TaskDoesNotFit as error:
-        print(f"{command}: error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
-    except PhysicsCapacityError as error:
-        raise SystemExit(f"{command}: error: {error}") from None
 
 
 def execute(
@@ -174,21 +163,19 @@ def execute(
     Raises:
         BaseException: whatever training raised, after the manifest recorded the crash.
     """
+    from rlscale.rl.common import StopAtBoundary
     from rlscale.tasks.graph import TaskDoesNotFit
 
     run = prepare(spec)
-    interrupt_on_stop_signals()
+    run.stop_request = interrupt_on_stop_signals(announce=run.context.rank.is_main)
     try:
         tracked = build_tracked_task(run, on_task_created, on_tracking)
         result, digests = train(run, tracked)
     except TaskDoesNotFit:
         discard_run_directory(run)
         raise
-    except KeyboardInterrupt:
-        run.finish_manifest("interrupted")
-        end_tracker_run(run, INTERRUPTED_EXIT_CODE)
-        context = run.context
-        print(f"[rlscale] rank {context.rank.rank} interrupted; run directory {context.log_dir}", file=sys.stderr)
+    except KeyboardInterrupt as interrupt:
+        record_interrupt(run, interrupt if isinstance(interrupt, StopAtBoundary) else None)
         return run.outcome
     except BaseException as error:
         with contextlib.suppress(OSError):  # a full disk: the error that filled it is the one to report
@@ -198,6 +185,21 @@ def execute(
         raise
     finish(run, tracked, result, digests)
     return run.outcome
+
+
+def record_interrupt(run: _Run, stop: StopAtBoundary | None) -> None:
+    """Record a stop on request, at once or at an iteration boundary (``stop``, its checkpoint on disk by then)."""
+    outcome, context = run.outcome, run.context
+    outcome.stop, outcome.stop_signal = stop, run.stop_request.signal if run.stop_request else None
+    fields = (
+        {} if stop is None else {"stop": boundary_stop_record(stop, outcome.stop_signal, context.rank, context.device)}
+    )
+    run.finish_manifest("interrupted", **fields)
+    end_tracker_run(run, INTERRUPTED_EXIT_CODE)
+    if stop is None:
+        print(f"[rlscale] rank {context.rank.rank} interrupted; run directory {context.log_dir}", file=sys.stderr)
+    elif context.rank.is_main:
+        print(boundary_stop_line(stop, context.log_dir))
 
 
 def prepare(spec: RunSpec) -> _Run:
@@ -297,22 +299,6 @@ def discard_run_directory(run: _Run) -> None:
         folder = folder.parent
 
 
-def allow_tf32(device: Device) -> bool:
-    """Let CUDA run float32 matmuls and cuDNN convolutions in TF32; returns whether that applies (not on the CPU).
-
-    ``set_float32_matmul_precision`` works from torch 2.6 to 2.13 without a warning and keeps
-    ``torch.get_float32_matmul_precision``, which inductor's autotuning reads, answering; setting only the newer
-    ``torch.backends.cuda.matmul.fp32_precision`` makes that call raise. cuDNN allows TF32 by default; set anyway.
-    """
-    if not device.is_cuda:
-        return False
-    import torch
-
-    torch.set_float32_matmul_precision("high")
-    torch.backends.cudnn.allow_tf32 = True
-    return True
-
-
 def build_tracked_task(
     run: _Run,
     on_task_created: Callable[[VecTask], None] | None,
@@ -360,8 +346,15 @@ def train(run: _Run, tracked: TrackedTask) -> tuple[TrainResult, list[str]]:
 
     run.train_started = time.perf_counter()
     timer = tracked.collective_timer
+    request = run.stop_request
     with timer.installed() if timer is not None else contextlib.nullcontext():
-        result = run.adapter.train(tracked, run.spec.agent_cfg, run.context)
+        if request is not None:
+            request.deferred = True  # a stop now waits for the next iteration boundary
+        try:
+            result = run.adapter.train(tracked, run.spec.agent_cfg, run.context)
+        finally:
+            if request is not None:
+                request.deferred = False
     tracked.finish()
     run.outcome.train_s = time.perf_counter() - run.train_started
     if run.outcome.first_iteration_s is None:  # a single iteration ends with the library's return

@@ -71,3 +71,19 @@ def join_process_group(rank: RankInfo, device: Device) -> None:
     import torch.distributed as dist
 
     dist.init_process_group(device.backend, rank=rank.rank, world_size=rank.world_size, timeout=collective_timeout())
+
+
+def allow_tf32(device: Device) -> bool:
+    """Let CUDA run float32 matmuls and cuDNN convolutions in TF32; returns whether that applies (not on the CPU).
+
+    ``set_float32_matmul_precision`` works from torch 2.6 to 2.13 without a warning and keeps
+    ``torch.get_float32_matmul_precision``, which inductor's autotuning reads, answering; setting only the newer
+    ``torch.backends.cuda.matmul.fp32_precision`` makes that call raise. cuDNN allows TF32 by default; set anyway.
+    """
+    if not device.is_cuda:
+        return False
+    import torch
+
+    torch.set_float32_matmul_precision("high")
+    torch.backends.cudnn.allow_tf32 = True
+    return True

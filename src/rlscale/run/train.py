@@ -6,23 +6,38 @@ any other process resolves its own from its command line.
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
+
 from rlscale.device import Device
 from rlscale.paths import one_line_on_full_disk
+from rlscale.resume import continue_command, start_over_note
 from rlscale.run.args import build_parser, parse_command_line
-from rlscale.run.phases import execute, one_line_if_the_task_does_not_fit
+from rlscale.run.phases import execute
 from rlscale.run.rank import isolate_gpu_if_task_asks
 from rlscale.run.spec import RunSpec, spec_from_args, spec_from_environment
+from rlscale.run.stop_signals import REQUEUE_EXIT_CODE, asks_requeue
+from rlscale.run.task_errors import one_line_if_the_task_does_not_fit
 from rlscale.tasks import UnknownTaskError, resolve_task_id
+
+PROGRAM = "rlscale train"
 
 
 def main(argv: list[str] | None = None) -> int:
-    spec = spec_from_environment()
+    spec = launched = spec_from_environment()
     if spec is None:
         spec = resolve_own_spec(argv)
+        if spec.resume is None and (note := start_over_note(Path(spec.log_root), spec.identity, PROGRAM, argv or [])):
+            print(note, file=sys.stderr)
     else:  # before anything asks CUDA
         isolate_gpu_if_task_asks(spec.task, spec.device, spec.ml_framework)
     with one_line_on_full_disk("rlscale train"), one_line_if_the_task_does_not_fit("rlscale train"):
         outcome = execute(spec)
+    if outcome.status == "interrupted" and launched is None:  # a launcher says it for its ranks
+        print(f"[rlscale] to continue this run: {continue_command(PROGRAM, argv or [])}", file=sys.stderr)
+        if asks_requeue(outcome.stop_signal, os.environ):
+            return REQUEUE_EXIT_CODE
     if outcome.status == "completed" and outcome.context.rank.is_main:
         from rlscale.rl.progress import episode_statistic  # imports torch, which must wait for the GPU's isolation
 

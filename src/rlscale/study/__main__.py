@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,6 +40,7 @@ def job_record(text: str) -> Job:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from rlscale.study import stages
+    from rlscale.study.job_runner import requeue_if_asked, restore_restart_count
 
     command_line = parser()
     args = command_line.parse_args(argv)
@@ -46,7 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return stages.plan(args.job, args.output)
     if args.job.nodes == 1 and args.granted_gpus is None:
         command_line.error("--granted_gpus is required for a single-node job: pass the rule's {resources.gpu}")
-    return stages.STAGES[args.job.stage](args.job, args.granted_gpus)
+    restore_restart_count(os.environ)
+    return requeue_if_asked(stages.STAGES[args.job.stage](args.job, args.granted_gpus), os.environ)
 
 
 if __name__ == "__main__":

@@ -15,18 +15,20 @@ command's waits and run time go to the study's job time records (:mod:`rlscale.s
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import TextIO
 
 from rlscale.dist import RUN_TIMESTAMP_ENV
 from rlscale.launch.lease import LeaseError, acquire, acquire_host
 from rlscale.launch.ranks import NodeSplit
 from rlscale.launch.supervise import FORCED_SHUTDOWN_S, GRACEFUL_SHUTDOWN_S, STRAGGLER_GRACE_S, run_supervised
+from rlscale.run.stop_signals import REQUEUE_EXIT_CODE
 from rlscale.study.job_times import TimedCommand, record_job
 from rlscale.study.stage_policy import STAGE_POLICIES, Stage
 
@@ -40,6 +42,30 @@ supervises its own ranks with these grace periods, so only a wedged launcher out
 
 class GrantError(RuntimeError):
     """Snakemake granted a job a different GPU count than its world size needs."""
+
+
+def restore_restart_count(environ: MutableMapping[str, str]) -> None:
+    """Put back ``SLURM_RESTART_COUNT``, which the executor plugin's job step drops with the other ``SLURM_*``
+    variables, from ``scontrol``: a requeued job's ranks record that they began with a requeue
+    (:func:`rlscale.resume.why_segment_began`)."""
+    job_id = environ.get("SLURM_JOB_ID")
+    if not job_id or "SLURM_RESTART_COUNT" in environ:
+        return
+    shown = subprocess.run(["scontrol", "show", "job", "--oneliner", job_id], capture_output=True, text=True)
+    if (found := re.search(r"\bRestarts=(\d+)", shown.stdout)) is not None:
+        environ["SLURM_RESTART_COUNT"] = found.group(1)
+
+
+def requeue_if_asked(code: int, environ: Mapping[str, str]) -> int:
+    """Pass ``code`` on, first asking SLURM to requeue the job when its command stopped on SLURM's warning signal
+    with its checkpoint written (:data:`~rlscale.run.stop_signals.REQUEUE_EXIT_CODE`). The requeued job runs the
+    same command: a train job continues with ``--resume auto``; any other starts over, as its rerun does."""
+    job_id = environ.get("SLURM_JOB_ID")
+    # The first node's, once its ranks (global rank 0, which writes the run's records, among them) have left.
+    if code == REQUEUE_EXIT_CODE and job_id and environ.get("SLURM_NODEID", "0") == "0":
+        print(f"[rlscale] requeueing SLURM job {job_id}: it continues from its checkpoint", file=sys.stderr, flush=True)
+        subprocess.run(["scontrol", "requeue", job_id], check=False)
+    return code
 
 
 def rlscale_command(*args: str) -> list[str]:
