@@ -16,7 +16,7 @@ import pytest
 
 from rlscale.launch import supervise
 from rlscale.launch.supervise import run_supervised
-from rlscale.run.stop_signals import Arrival, StopSignals
+from rlscale.run.stop_signals import Arrival, StopSignals, asks_requeue
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -232,6 +232,24 @@ class TestStopSignals:
         assert [stops.arrive() for _ in range(2)] == [Arrival.FIRST, Arrival.AGAIN]
         stops.burst_s = math.inf
         assert stops.arrive() is Arrival.REPEAT
+
+    def test_the_first_signal_is_kept(self):
+        stops = StopSignals(burst_s=math.inf)
+        stops.arrive(signal.SIGUSR1)
+        stops.arrive(signal.SIGTERM)  # the launcher's forward of it, as torchrun takes it
+        assert stops.first == signal.SIGUSR1
+
+    @pytest.mark.parametrize(
+        ("signum", "environ", "requeue"),
+        [
+            (signal.SIGUSR1, {"SLURM_JOB_ID": "42"}, True),
+            (signal.SIGUSR1, {}, False),  # no SLURM job to requeue
+            (signal.SIGTERM, {"SLURM_JOB_ID": "42"}, False),  # scancel, or a preemption SLURM requeues itself
+            (None, {"SLURM_JOB_ID": "42"}, False),
+        ],
+    )
+    def test_only_slurms_warning_signal_asks_for_a_requeue(self, signum, environ, requeue):
+        assert asks_requeue(signum, environ) is requeue
 
 
 class TestConstants:

@@ -100,7 +100,8 @@ class StopRequest:
         """Say on stderr when a stop is deferred (one rank, so that a job says it once)."""
         self.deferred = False
         self.signal: int | None = None
-        """The stop signal kept for the next boundary (None: none arrived while deferred)."""
+        """The first stop signal (None: none yet); while deferred, the ranks stop at the next boundary once any has
+        one."""
 
 
 def interrupt_on_stop_signals(announce: bool = False) -> StopRequest:
@@ -117,8 +118,9 @@ def interrupt_on_stop_signals(announce: bool = False) -> StopRequest:
         arrival = stops.arrive(signum)
         if arrival is Arrival.REPEAT:
             return
-        if arrival is Arrival.FIRST and request.deferred:
+        if arrival is Arrival.FIRST:
             request.signal = signum
+        if arrival is Arrival.FIRST and request.deferred:
             if request.announce:  # os.write: print may be the call this handler interrupted
                 name = signal.Signals(signum).name
                 os.write(
