@@ -5,7 +5,9 @@ one template, and results/README.md indexes them all.
 The GPU studies are dry-run on a faked two-GPU host (``CUDA_VISIBLE_DEVICES=0,1``, as tests/test_study_workflow.py
 does), the default study of results/h100/default_study/ and the full matrix of results/h200/first_hour/ on a faked
 one-GPU host. cpu4's four CPU ranks need four cores, which a smaller host refuses at parse time, so it is dry-run the
-SLURM way (``cluster=slurm``: a cluster's nodes are not counted here), which plans the same runs.
+SLURM way (``cluster=slurm``: a cluster's nodes are not counted here), which plans the same runs. The robots'
+scaling study, which has not run (its set holds the scaling model's prediction), is dry-run with its header's command
+on a faked 8-GPU host.
 """
 
 from __future__ import annotations
@@ -37,10 +39,20 @@ def readme_command(folder: str) -> list[str]:
     return shlex.split(block.replace("\\\n", " "))
 
 
-def planned_cells(folder: str, tmp_path: Path, *test_only: str, gpus: str = "0,1") -> set[str]:
-    """Dry-run the README's command in an empty directory on a host with ``gpus`` visible; the cells it plans, as
-    ``<study>/<path in it>``."""
-    command = readme_command(folder)
+def header_command(config: str) -> list[str]:
+    """The command in a study config's header comment (``#   snakemake ...``, with its continued lines), as argv."""
+    lines = [line.removeprefix("#").strip() for line in (ROOT / config).read_text().splitlines()]
+    start = next(index for index, line in enumerate(lines) if line.startswith("snakemake "))
+    end = next(index for index in range(start, len(lines)) if not lines[index].endswith("\\"))
+    return shlex.split(" ".join(line.removesuffix("\\") for line in lines[start : end + 1]))
+
+
+def planned_cells(
+    folder: str, tmp_path: Path, *test_only: str, gpus: str = "0,1", command: list[str] | None = None
+) -> set[str]:
+    """Dry-run the README's command (or ``command``) in an empty directory on a host with ``gpus`` visible; the cells
+    it plans, as ``<study>/<path in it>``."""
+    command = command or readme_command(folder)
     assert command[0] == "snakemake", command
     cut = command.index("--") if "--" in command else len(command)
     argv = [SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path), "-n", *command[1:cut]]
@@ -142,3 +154,20 @@ def test_robots_study_on_one_gpu_plans_the_committed_bundles(tmp_path):
     committed = {f"robots/{path}" for path in bundles("results/h100/robots_study")}
     assert len(committed) == 6
     assert planned_cells("results/h100/robots_study", tmp_path, gpus="0") == committed
+
+
+def test_robots_scaling_study_plans_every_world_size_on_eight_gpus(tmp_path):
+    """The robots' scaling study (config/studies/robots_scaling.yaml, not run yet: results/predictions/robots_scaling/
+    holds its prediction) dry-runs with its header's command on a faked 8-GPU host: both robots at world sizes 1, 2,
+    4 and 8, three seeds each, as training benchmarks and parity runs."""
+    command = header_command("config/studies/robots_scaling.yaml")
+    assert command[-2:] == ["--configfile", "config/studies/robots_scaling.yaml"] and "gpu=8" in command
+    planned = planned_cells("", tmp_path, gpus="0,1,2,3,4,5,6,7", command=command)
+    expected = {
+        f"robots_scaling/{stage}/{task}/rsl_rl/ws{size}/{cell}/seed{seed}.json"
+        for task in ("Rlscale-Go1-Flat", "Rlscale-G1-Flat")
+        for size in (1, 2, 4, 8)
+        for seed in (1, 2, 3)
+        for stage, cell in (("benchmark/training", "envs16384"), ("parity", "lr-none_norm-library"))
+    }
+    assert {cell for cell in planned if "/benchmark/training/" in cell or "/parity/" in cell} == expected

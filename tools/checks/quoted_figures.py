@@ -7,8 +7,9 @@ computation, and the test names the sentence to update.
 
 The parity figures come from ``tools/checks/quoted_parity.py``, docs/performance.md's lever comparisons from
 ``tools/checks/quoted_speed_levers.py``, docs/robots.md's from ``tools/checks/quoted_robots.py`` and its bake-off of
-the engines from ``tools/checks/quoted_engines.py``, and the scaling model's check against the Cartpole study from
-``tools/checks/quoted_scaling_model.py``.
+the engines from ``tools/checks/quoted_engines.py``, the scaling model's check against the Cartpole study from
+``tools/checks/quoted_scaling_model.py``, and its prediction of the robots on 2, 4 and 8 GPUs from
+``tools/checks/quoted_robots_scaling.py``.
 
 Usage: python tools/checks/quoted_figures.py   (prints each document, what the figure is, and the quoted text)
 """
@@ -30,6 +31,7 @@ from quoted_common import LIBRARY_ROWS, PERFORMANCE, RESULTS_DOC, Quote, rate, s
 from quoted_engines import engine_quotes  # noqa: E402
 from quoted_parity import parity_quotes  # noqa: E402
 from quoted_robots import robot_quotes  # noqa: E402
+from quoted_robots_scaling import robots_scaling_quotes  # noqa: E402
 from quoted_scaling_model import scaling_model_quotes  # noqa: E402
 from quoted_speed_levers import speed_lever_quotes  # noqa: E402
 
@@ -339,6 +341,7 @@ def all_quotes(root: Path = ROOT) -> list[Quote]:
         *robot_quotes(root),
         *engine_quotes(root),
         *scaling_model_quotes(root),
+        *robots_scaling_quotes(root),
     ]
 
 
