@@ -144,7 +144,7 @@ def scaling_model_quotes(root: Path = ROOT) -> list[Quote]:
         Quote(README, "the bounds' costs", f"`--latency_us {seconds / 2 * 1e6:g} --bandwidth_gbps inf`"),
         Quote(README, "the bounds' costs", f"`--latency_us 0 --bandwidth_gbps {2**20 / seconds / 1e9:.3g}`"),
     ]
-    quotes = [
+    quotes += [
         Quote(README, f"the check's row of {row['library']}, {row['envs_per_rank']} envs", table_row(row))
         for row in rows
     ]
