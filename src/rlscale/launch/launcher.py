@@ -300,12 +300,13 @@ def _first_reason(checks: list[Callable[[], str | None]]) -> Callable[[], str | 
 def check_train_ranks(args: Namespace, forwarded: list[str]) -> RunSpec:
     """Resolve the ranks' spec from their ``rlscale train`` arguments: every check before a launch (torch is imported
     for the task, device, checkpoint and ``--agent`` keys); with ``--dry_run`` only those that need no torch."""
-    from rlscale.run.args import build_parser
+    from rlscale.run.args import build_parser as rank_parser
     from rlscale.run.spec import resolve_spec
 
     rank_argv = [arg for arg in forwarded if arg != "--distributed"]
-    parser = build_parser(TRAIN_MULTIGPU.prog)
+    parser = rank_parser(TRAIN_MULTIGPU.prog)
     parser.help_command = "rlscale train"  # the ranks' options are rlscale train's
+    parser.other_options = build_parser(TRAIN_MULTIGPU).option_strings()  # a mistyped launcher option lands here
     parser.set_defaults(rl_library=args.rl_library)  # the launcher's parse of it, handed over, not written and reread
     return resolve_spec(rank_argv, parser, torch_free=args.dry_run, job=job_shape(args))
 
@@ -316,7 +317,7 @@ def check_probe_ranks(args: Namespace, forwarded: list[str]) -> None:
     from rlscale.faults import probe_fault_from_environment
     from rlscale.launch.probe import parse_probe_args
 
-    parse_probe_args(forwarded, NCCL_PROBE.prog)
+    parse_probe_args(forwarded, NCCL_PROBE.prog, other_options=build_parser(NCCL_PROBE).option_strings())
     try:
         probe_fault_from_environment()
     except ValueError as error:

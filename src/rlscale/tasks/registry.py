@@ -14,7 +14,6 @@ which are imported only when something asks for them, so ids are listed and chec
 from __future__ import annotations
 
 import copy
-import difflib
 import functools
 import importlib
 import inspect
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from rlscale.argparsing import closest
 from rlscale.tasks.overrides import with_overrides
 from rlscale.tasks.plugins import (
     PluginSettingError,
@@ -202,11 +202,11 @@ def resolve_task_id(task_id: str) -> str:
     if task_id in _ALIASES:
         return _ALIASES[task_id]
     if task_id in _CLOSEST:
-        closest, reason = _CLOSEST[task_id]
-        raise UnknownTaskError(f"unknown task {task_id!r}: {reason}; closest: {closest} (`rlscale list_tasks`)")
+        stand_in, reason = _CLOSEST[task_id]
+        raise UnknownTaskError(f"unknown task {task_id!r}: {reason}; closest: {stand_in} (`rlscale list_tasks`)")
     accepted = {name.lower(): name for name in (*_REGISTRY, *_ALIASES)}
-    close = difflib.get_close_matches(task_id.lower(), accepted, n=1)
-    hint = f"did you mean {accepted[close[0]]!r}? " if close else ""
+    close = closest(task_id.lower(), accepted)
+    hint = f"did you mean {accepted[close]!r}? " if close else ""
     raise UnknownTaskError(f"unknown task {task_id!r}; {hint}known tasks: {', '.join(sorted(_REGISTRY))}")
 
 
