@@ -114,6 +114,11 @@ CATALOGUE = [
          "drop the path separators"),
     case("train-run-name-empty", f"{TRAIN} --run_name ''", "--run_name ''", "is empty",
          "drop --run_name for an unnamed run"),
+    case("train-num-envs-too-many", f"{TRAIN} --num_envs 100000000000", "--num_envs 100000000000",
+         "Isaac-Cartpole needs at least", "this host's RAM has", "envs could fit"),
+    case("train-num-envs-beyond-the-build", "train --task Pendulum-Swingup --device cpu --num_envs 100000000000",
+         "--num_envs 100000000000", "cpu ran out of memory building Pendulum-Swingup", "use fewer envs",
+         how="subprocess"),  # a plug-in that states no footprint: its build finds it, and the run is taken back
     case("train-log-root-is-file", f"{TRAIN} --log_root results.txt", "--log_root results.txt", "is a file",
          "name a directory", files=("results.txt",)),
     # --- rlscale train_multigpu: the launcher's own options
@@ -150,6 +155,9 @@ CATALOGUE = [
          "did you mean --num_envs?"),
     case("multi-launcher-unknown-flag", f"{MULTI} --nproc_per_nod 2", "unrecognized", "--nproc_per_nod 2",
          "did you mean --nproc_per_node?"),
+    case("multi-rank-num-envs-too-many", "train_multigpu --task Isaac-Cartpole --device cpu --num_gpus 2 "
+         "--num_envs 100000000000", "--num_envs 100000000000", "x 2 ranks", "this host's RAM has",
+         "envs per rank could fit"),
     case("multi-rank-unknown-task", "train_multigpu --task Isaac-cartpole --device cpu --num_gpus 2", "--task",
          "'Isaac-cartpole'", "known tasks: Isaac-Cartpole"),
     case("multi-rank-resume-missing", "train_multigpu --task Isaac-Cartpole --device cpu --resume model_9.pt",
@@ -223,6 +231,8 @@ CATALOGUE = [
     # --- rlscale benchmark
     case("bench-unknown-workflow", f"benchmark trainig {BENCH}", "'trainig'", "choose one of startup"),
     case("bench-unknown-flag", f"benchmark training {BENCH} --num_env 8", "--num_env 8", "did you mean --num_envs?"),
+    case("bench-multigpu-num-envs-too-many", f"benchmark training_multigpu {BENCH} --num_gpus 2 --num_envs "
+         "100000000000", "--num_envs 100000000000", "x 2 ranks", "envs per rank could fit"),
     case("bench-unknown-task", "benchmark training --task Isaac-cartpole --device cpu", "--task",
          "'Isaac-cartpole'", "known tasks"),
     case("bench-ema-alpha", f"benchmark training {BENCH} --ema_alpha 2", "--ema_alpha", "2.0", "(0, 1]"),

@@ -8,6 +8,7 @@ the command line and the ranks share it without importing each other.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from rlscale.argparsing import OneLineParser
@@ -15,7 +16,7 @@ from rlscale.benchmark.bundle import DEFAULT_OUTPUT_DIR
 from rlscale.benchmark.options import UNSUPPORTED, add_unsupported, given, jax_message
 from rlscale.benchmark.workflow import Workflow
 from rlscale.launch.command import LauncherCfg, build_parser, forwarded_value
-from rlscale.launch.launcher import RankCheck, job_shape
+from rlscale.launch.launcher import RankCheck, job_shape, ranks_memory
 from rlscale.paths import unwritable_reason
 from rlscale.run.args import add_train_arguments, parse_command_line
 from rlscale.run.spec import RunSpec, spec_from_args
@@ -102,7 +103,12 @@ def launcher_check(workflow: Workflow, cfg: LauncherCfg) -> RankCheck:
         args = parse_command_line(parser, rank_argv)
         seed_from_seeds(parser, args)
         spec = spec_from_args(
-            parser, args, launcher=cfg.prog, torch_free=launcher_args.dry_run, job=job_shape(launcher_args)
+            parser,
+            args,
+            launcher=cfg.prog,
+            torch_free=launcher_args.dry_run,
+            job=job_shape(launcher_args),
+            memory=ranks_memory(launcher_args, os.environ),
         )
         check_workflow_args(parser, workflow, args, forwarded, multigpu=True)
         return spec

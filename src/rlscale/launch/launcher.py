@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rlscale.device import Device
 from rlscale.dist import (
     HANG_TIMEOUT_ENV,
     HEARTBEAT_DIR_ENV,
@@ -38,11 +39,12 @@ from rlscale.launch.command import (
     parse_launcher_args,
     uses_skrl_jax,
 )
-from rlscale.launch.gpus import visible_gpu_count
+from rlscale.launch.gpus import free_gpu_memory, visible_gpu_count
 from rlscale.launch.hang_watch import HangWatch
-from rlscale.launch.placement import describe_placement, plan_node
+from rlscale.launch.placement import describe_placement, local_gpu_ids, plan_node
 from rlscale.launch.ports import free_local_port, port_taken
 from rlscale.launch.torch_gpus import TorchGpuProbe, gpu_rank_shortfall, probe_torch_gpus
+from rlscale.run.memory_fit import DeviceMemory, MemoryProbe, device_memory
 from rlscale.run.spec import RUN_SPEC_ENV, JobShape, write_spec
 from rlscale.run.stop_signals import INTERRUPTED_EXIT_CODE
 
@@ -161,7 +163,26 @@ def job_shape(args: Namespace) -> JobShape:
     nnodes = args.nnodes or "1"
     nodes = int(nnodes) if nnodes.isdigit() else None
     per_node = args.nproc_per_node if isinstance(args.nproc_per_node, int) else None
-    return JobShape(nodes * per_node if nodes and per_node else None)
+    return JobShape(nodes * per_node if nodes and per_node else None, per_node or 1)
+
+
+def ranks_memory(args: Namespace, environ: Mapping[str, str]) -> MemoryProbe:
+    """How the launcher reads the memory its ranks' envs must fit: the host's RAM for CPU ranks; for GPU ranks, the
+    least free memory among this node's ranks' GPUs, through NVML (torch would open a CUDA context on a GPU that a
+    rank needs). None where NVML cannot tell: each rank's build of the task still refuses what does not fit."""
+
+    def read(device: Device) -> DeviceMemory | None:
+        if not device.is_cuda:
+            return device_memory(device)
+        gpus = local_gpu_ids(environ, args.nproc_per_node)
+        try:
+            free = free_gpu_memory(gpus)
+        except Exception:  # no driver library, a MIG id
+            return None
+        least = min(range(len(gpus)), key=free.__getitem__)
+        return DeviceMemory(free[least], f"GPU {gpus[least]}")
+
+    return read
 
 
 def plan_placement(args: Namespace, cfg: LauncherCfg, environ: Mapping[str, str]) -> NodePlacement | None:
@@ -308,7 +329,9 @@ def check_train_ranks(args: Namespace, forwarded: list[str]) -> RunSpec:
     parser.help_command = "rlscale train"  # the ranks' options are rlscale train's
     parser.other_options = build_parser(TRAIN_MULTIGPU).option_strings()  # a mistyped launcher option lands here
     parser.set_defaults(rl_library=args.rl_library)  # the launcher's parse of it, handed over, not written and reread
-    return resolve_spec(rank_argv, parser, torch_free=args.dry_run, job=job_shape(args))
+    return resolve_spec(
+        rank_argv, parser, torch_free=args.dry_run, job=job_shape(args), memory=ranks_memory(args, os.environ)
+    )
 
 
 def check_probe_ranks(args: Namespace, forwarded: list[str]) -> None:
