@@ -347,6 +347,9 @@ def build_launch_command(
     # Every rank repeats the same startup output; failures still surface through torchrun and ``record``.
     if not jax and not args.log_all_ranks and args.local_ranks_filter is None:
         command += ["--local_ranks_filter", "0"]
+    # Every rank's lines through torchrun's tee, which prefixes them (launcher.RANK_PREFIX_TEMPLATE: [rank1]:).
+    if not jax and args.log_all_ranks and args.tee is None and args.redirects is None:
+        command += ["--tee", "3"]
     library = ["--rl_library", args.rl_library] if cfg.rl_libraries else []
     flags = [flag for flag in cfg.worker_flags if flag not in forwarded]
     return [*command, cfg.worker_script, *cfg.worker_prefix_args, *library, *forwarded, *flags]

@@ -24,6 +24,7 @@ from rlscale.device import Device
 from rlscale.dist import (
     HANG_TIMEOUT_ENV,
     HEARTBEAT_DIR_ENV,
+    LOG_ALL_RANKS_ENV,
     PLACEMENT_ENV,
     RUN_TIMESTAMP_ENV,
     STATUS_DIR_ENV,
@@ -52,6 +53,11 @@ if TYPE_CHECKING:
     from rlscale.run.spec import RunSpec
 
 
+RANK_PREFIX_TEMPLATE = "[rank${rank}]:"
+"""torchrun's prefix of a rank's console lines (``TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE``) with ``--log_all_ranks``:
+the global rank, which tells the ranks of several nodes apart (torchrun's own names the local rank)."""
+
+
 def job_environment(
     environ: Mapping[str, str],
     nproc_per_node: int,
@@ -62,10 +68,11 @@ def job_environment(
     hang_timeout: float = 0.0,
     run_spec: Path | None = None,
     placement: NodePlacement | None = None,
+    log_all_ranks: bool = False,
 ) -> dict:
     """The ranks' environment: the caller's, plus what lets the ranks agree on a run directory, report back, beat for
     the hang watchdog, size their collective timeout, notice this launcher's death, find their resolved spec and their
-    CPUs (none for ranks this launcher does not place).
+    CPUs (none for ranks this launcher does not place), and print to the console (torchrun ranks, ``log_all_ranks``).
 
     The caller's ``NCCL_*`` variables pass unchanged: some hosts need NVLink multicast kept off through them.
     """
@@ -85,6 +92,9 @@ def job_environment(
     # A timed-out NCCL collective then ends its rank instead of blocking forever (the timeout follows --hang_timeout,
     # rlscale.dist.collective_timeout). Not TORCH_NCCL_BLOCKING_WAIT: it makes every collective wait on the CPU.
     env.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "3")
+    if log_all_ranks and not skrl_jax:
+        env[LOG_ALL_RANKS_ENV] = "1"
+        env.setdefault("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", RANK_PREFIX_TEMPLATE)
     if skrl_jax:
         env["LOCAL_WORLD_SIZE"] = str(nproc_per_node)  # skrl's JAX launcher sets no local world size
         env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave the GPU's memory to the torch task
@@ -298,6 +308,7 @@ def start_launch(launch: Launch, environ: Mapping[str, str] | None = None) -> in
             hang_timeout=args.hang_timeout,
             run_spec=None if launch.spec is None else write_spec(launch.spec, Path(status_dir)),
             placement=launch.placement,
+            log_all_ranks=args.log_all_ranks,
         )
         code = run_supervised(command, env=env, abort_check=_first_reason(checks))
         stopped = stopped_ranks(Path(status_dir), args.nproc_per_node)
