@@ -29,6 +29,7 @@ BROKEN_TASKS = textwrap.dedent(
     import torch
     from pendulum_task.env import PendulumSwingup
     from rlscale.tasks import register_task
+    from rlscale.tasks.footprint import EnvFootprint
 
 
     class WrongShape(PendulumSwingup):
@@ -183,6 +184,10 @@ BROKEN_TASKS = textwrap.dedent(
         globals()[name] = host_read(read)
     for name in (*BROKEN, *HOST_READS):
         register_task(name, f"{__name__}:{name}", "pendulum_task.env:PendulumCfg", {}, package=__name__)
+    register_task(  # the pendulum, said to observe 4 values: the run's memory estimate would read the wrong size
+        "WrongFootprint", "pendulum_task.env:PendulumSwingup", "pendulum_task.env:PendulumCfg", {},
+        package=__name__, footprint=EnvFootprint(observations=4, actions=1),
+    )
     """
 )
 
@@ -265,6 +270,10 @@ def in_process_broken_tasks(broken_tasks, monkeypatch, own_registry):
             ["extras: extras['log'] keys change between steps (missing ['Episode_Reward/sometimes'], new [])"],
         ),
         ("ZeroStepDt", ["attributes: step_dt is 0.0, not a positive float"]),
+        (
+            "WrongFootprint",
+            ["footprint: it states 4 observation and 1 action values per env, but the task has 3 and 1"],
+        ),
         (
             "ExtraObservationGroup",
             [

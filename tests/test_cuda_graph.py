@@ -29,6 +29,11 @@ def test_copy_out_keeps_views_of_one_copy():
         ("CUDA out of memory. Tried to allocate 2.00 GiB", True),
         ("RESOURCE_EXHAUSTED: Out of memory while trying to allocate", True),
         ("Failed to allocate 8589934592 bytes on device 'cuda:0'", True),  # Warp
+        (  # torch on the CPU, past what the host can allocate
+            "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to "
+            "allocate 800000000000 bytes. Error code 12 (Cannot allocate memory)",
+            True,
+        ),
         ("Failed to allocate memory during graph capture because memory pools are not enabled", False),
         ("nconmax overflow (nconmax must be >= 4)", False),
     ],

@@ -217,11 +217,12 @@ LAUNCHES = [
         ],
         id="multinode-skrl-jax",
     ),
-    # 3.0: uv run isaaclab train_multigpu --task Isaac-Cartpole --log_all_ranks   (no console filter)
+    # 3.0: uv run isaaclab train_multigpu --task Isaac-Cartpole --log_all_ranks   (no console filter; every rank's
+    # lines through torchrun's tee, prefixed with the rank)
     pytest.param(
         "CUDA_VISIBLE_DEVICES=0,1 rlscale train_multigpu --task Isaac-Cartpole --log_all_ranks --dry_run",
         "Isaac-Cartpole",
-        [*TORCHRUN, "2", *RSL_CARTPOLE],
+        [*TORCHRUN, "2", "--tee", "3", *RSL_CARTPOLE],
         id="log-all-ranks",
     ),
     # 3.0: uv run isaaclab train_multigpu --task Isaac-Cartpole --tee 3 --log_dir /tmp/ranklogs

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from rlscale.dist import LOG_ALL_RANKS_ENV
 from rlscale.launch import command
 from rlscale.launch.command import (
     NCCL_PROBE,
@@ -23,7 +24,7 @@ from rlscale.launch.command import (
     build_launch_command,
     parse_launcher_args,
 )
-from rlscale.launch.launcher import resolve_launch, run_launcher
+from rlscale.launch.launcher import job_environment, resolve_launch, run_launcher
 from rlscale.launch.ports import port_taken
 from rlscale.launch.torch_gpus import TorchGpus
 
@@ -316,8 +317,19 @@ class TestTorchrunPassthrough:
         assert resolve(given) == [*TORCHRUN, "2", *expected, *TAIL, "--distributed"]
 
     def test_log_all_ranks(self):
-        """--log_all_ranks drops the default --local_ranks_filter 0 and is not forwarded."""
-        assert resolve(["--log_all_ranks"]) == [*TORCHRUN, "2", *TAIL, "--distributed"]
+        """--log_all_ranks drops the default --local_ranks_filter 0, tees every rank's lines (torchrun prefixes them)
+        and is not forwarded; a --tee or --redirects of the user's stays theirs."""
+        assert resolve(["--log_all_ranks"]) == [*TORCHRUN, "2", "--tee", "3", *TAIL, "--distributed"]
+        assert resolve(["--log_all_ranks", "--tee", "1"]).count("--tee") == 1
+        assert "--tee" not in resolve(["--log_all_ranks", "--redirects", "3"])
+
+    def test_log_all_ranks_tells_the_ranks(self):
+        """The ranks learn of it, and torchrun prefixes their lines with the global rank; skrl's JAX ranks get
+        neither (its launcher prints every rank unprefixed)."""
+        env = job_environment({}, 2, False, "status", log_all_ranks=True)
+        assert env[LOG_ALL_RANKS_ENV] == "1" and env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] == "[rank${rank}]:"
+        assert LOG_ALL_RANKS_ENV not in job_environment({}, 2, True, "status", log_all_ranks=True)
+        assert LOG_ALL_RANKS_ENV not in job_environment({}, 2, False, "status")
 
     def test_explicit_filter_appears_once(self):
         """An explicit --local_ranks_filter replaces the default one."""
@@ -500,7 +512,7 @@ class TestForwarding:
         [
             (["--nnodes", "1"], ["--nnodes", "1", "--local_ranks_filter", "0"]),
             (["--local_ranks_filter", "1"], ["--local_ranks_filter", "1"]),
-            (["--log_all_ranks"], []),
+            (["--log_all_ranks"], ["--tee", "3"]),
         ],
     )
     def test_torchrun_options_after_double_dash(self, after, launcher):

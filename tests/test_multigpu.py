@@ -56,10 +56,13 @@ class TestTwoRankTraining:
     def test_two_cpu_ranks_train_in_sync(self, tmp_path, library, framework):
         """Two gloo ranks finish with world_size 2 and equal parameter digests; only rank 0 writes the run files. Under
         the default ``--cpu_binding auto`` each rank's manifest shows the launcher's CPUs, unnarrowed, and one torch
-        thread."""
+        thread. With ``--log_all_ranks`` (torchrun's ranks; skrl's JAX launcher shows every rank anyway) rank 1's
+        progress lines and its library's output reach the console, prefixed with its rank, and its
+        ``library_console.log`` is still written."""
+        log_all = ["--log_all_ranks"] if framework == "torch" else []
         code, output = run(
             *TRAIN, "--num_gpus", "2", "--max_iterations", "3", "--log_root", str(tmp_path),
-            "--rl_library", library, "--ml_framework", framework,
+            "--rl_library", library, "--ml_framework", framework, *log_all,
         )  # fmt: skip
         assert code == 0, output[-3000:]
         by_rank = manifests(tmp_path)
@@ -76,6 +79,11 @@ class TestTwoRankTraining:
         assert [placement["cpus"] for placement in placements] == [sorted(os.sched_getaffinity(0))] * 2
         assert [placement["threads"] for placement in placements] == [1, 1]
         assert {placement["binding"] for placement in placements} == {"auto"}
+        if log_all:
+            assert "[rank1]:[rlscale] it 3/3 " in output and "[rank0]:[rlscale] it 3/3 " in output
+            library_lines = (other["_path"].parent / "library_console.log").read_text().splitlines()
+            for line in library_lines[:1]:  # skrl's rank 1 prints nothing of its own
+                assert f"[rank1]:{line.rstrip()}" in output
 
 
 class TestFailures:

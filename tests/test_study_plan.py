@@ -323,6 +323,8 @@ MISTAKES = [
      "  target: {Isaac-Cartpole: {metric: mean_episode_length, at_least: 290}}\n", "0,1",
      "config: parity.target.Isaac-Cartpole (from mine.yaml): Isaac-Cartpole is not among the tasks studied "
      "(Isaac-Cartpole-Direct, from mine.yaml); add it to tasks or remove the entry"),
+    ("world-size-typo", "world_size: [1, 2]\n", "0,1",
+     "config: world_size (from mine.yaml): unknown key; did you mean world_sizes?"),
     ("parity-tasks-key", "parity: {tasks: [Isaac-Cartpole-Direct]}\n", "0,1",
      "config: parity.tasks (from mine.yaml): unknown key; valid keys of parity: seeds, max_env_steps, target, "
      "num_envs_per_rank, libraries, tolerance, checkpoints, lr_scaling, normalizer_sync"),

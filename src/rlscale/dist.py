@@ -27,6 +27,10 @@ HANG_TIMEOUT_ENV = "RLSCALE_HANG_TIMEOUT"
 SUPERVISOR_PID_ENV = "RLSCALE_SUPERVISOR_PID"
 """Set by the launcher: its pid; a rank that outlives it stops itself (:mod:`rlscale.launch.orphans`)."""
 
+LOG_ALL_RANKS_ENV = "RLSCALE_LOG_ALL_RANKS"
+"""Set (to 1) by the launcher for ``--log_all_ranks`` under torchrun: every rank prints its progress lines and its
+library's output to the console, which torchrun shows prefixed with the rank (:func:`logs_all_ranks`)."""
+
 PLACEMENT_ENV = "RLSCALE_PLACEMENT"
 """Set by the launcher (:mod:`rlscale.launch.placement`): its node's :class:`NodePlacement` as JSON, each rank's CPU
 share indexed by local rank."""
@@ -81,6 +85,11 @@ def rank_info(environ: Mapping[str, str] | None = None) -> RankInfo:
         world_size=world_size,
         local_world_size=local_world_size,
     )
+
+
+def logs_all_ranks(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether every rank of this job prints to the console (``--log_all_ranks``), not only global rank 0."""
+    return (os.environ if environ is None else environ).get(LOG_ALL_RANKS_ENV) == "1"
 
 
 def rank_cuda_index(rank: RankInfo, cuda_device_count: int) -> int:

@@ -8,14 +8,15 @@ the command line and the ranks share it without importing each other.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from rlscale.argparsing import OneLineParser
 from rlscale.benchmark.bundle import DEFAULT_OUTPUT_DIR
 from rlscale.benchmark.options import UNSUPPORTED, add_unsupported, given, jax_message
 from rlscale.benchmark.workflow import Workflow
-from rlscale.launch.command import LauncherCfg, forwarded_value
-from rlscale.launch.launcher import RankCheck, job_shape
+from rlscale.launch.command import LauncherCfg, build_parser, forwarded_value
+from rlscale.launch.launcher import RankCheck, job_shape, ranks_memory
 from rlscale.paths import unwritable_reason
 from rlscale.run.args import add_train_arguments, parse_command_line
 from rlscale.run.spec import RunSpec, spec_from_args
@@ -95,13 +96,19 @@ def launcher_check(workflow: Workflow, cfg: LauncherCfg) -> RankCheck:
     def check(launcher_args: argparse.Namespace, forwarded: list[str]) -> RunSpec:
         rank_argv = [arg for arg in forwarded if arg != "--distributed"]
         parser = workflow_parser(workflow, cfg.prog)
+        parser.other_options = build_parser(cfg).option_strings()  # a mistyped launcher option lands here
         if cfg.rl_libraries:  # the launcher's parse of it, handed over, not written and reread
             parser.set_defaults(rl_library=launcher_args.rl_library)
         parser.set_defaults(workflow=workflow.name)  # the ranks read it from the spec (spec.options)
         args = parse_command_line(parser, rank_argv)
         seed_from_seeds(parser, args)
         spec = spec_from_args(
-            parser, args, launcher=cfg.prog, torch_free=launcher_args.dry_run, job=job_shape(launcher_args)
+            parser,
+            args,
+            launcher=cfg.prog,
+            torch_free=launcher_args.dry_run,
+            job=job_shape(launcher_args),
+            memory=ranks_memory(launcher_args, os.environ),
         )
         check_workflow_args(parser, workflow, args, forwarded, multigpu=True)
         return spec

@@ -20,7 +20,7 @@ from rlscale.argparsing import OneLineParser
 from rlscale.launch.checks import LaunchError, check_nccl_environment, check_topology, seconds
 from rlscale.launch.gpus import GpuCounter, nvidia_hardware_present, nvml_device_count
 from rlscale.launch.placement import CPU_BINDINGS
-from rlscale.launch.ranks import GpuEvidence, resolve_ranks
+from rlscale.launch.ranks import GpuEvidence, available_cpus, cpu_ranks_short_of_cores, resolve_ranks
 from rlscale.rl import LIBRARIES
 
 TORCHRUN_ARGS = (
@@ -299,6 +299,15 @@ def parse_launcher_args(
         parser.error(str(exc))
     if args.log_all_ranks and uses_skrl_jax(args, forwarded):
         print("[WARN] --log_all_ranks has no effect with skrl's JAX launcher: every rank prints.", file=sys.stderr)
+    # Warned, not refused as the study refuses it: more ranks than cores still train (slowly), as tests of many ranks
+    # on a small host do. A dry run's job may run on another host.
+    short = args.ranks_on_cpu and not args.dry_run and cpu_ranks_short_of_cores(args.nproc_per_node, available_cpus())
+    if short:
+        print(
+            f"[WARN] --num_gpus/--nproc_per_node {args.nproc_per_node}: {short}; the ranks share cores, so each runs "
+            f"slower and their timings mislead (pass at most {available_cpus()})",
+            file=sys.stderr,
+        )
     return args, forwarded
 
 
@@ -338,6 +347,9 @@ def build_launch_command(
     # Every rank repeats the same startup output; failures still surface through torchrun and ``record``.
     if not jax and not args.log_all_ranks and args.local_ranks_filter is None:
         command += ["--local_ranks_filter", "0"]
+    # Every rank's lines through torchrun's tee, which prefixes them (launcher.RANK_PREFIX_TEMPLATE: [rank1]:).
+    if not jax and args.log_all_ranks and args.tee is None and args.redirects is None:
+        command += ["--tee", "3"]
     library = ["--rl_library", args.rl_library] if cfg.rl_libraries else []
     flags = [flag for flag in cfg.worker_flags if flag not in forwarded]
     return [*command, cfg.worker_script, *cfg.worker_prefix_args, *library, *forwarded, *flags]

@@ -93,6 +93,10 @@ class Nvml:
         self._check("nvmlDeviceGetHandleByUUID", ctypes.c_char_p(uuid.encode()), ctypes.byref(handle))
         return handle
 
+    def handle_by_name(self, gpu: str) -> ctypes.c_void_p:
+        """The GPU named as in ``CUDA_VISIBLE_DEVICES``: an index, taken as NVML's, or a ``GPU-`` UUID."""
+        return self.handle(int(gpu)) if gpu.isdigit() else self.handle_by_uuid(gpu)
+
     def cpu_affinity(self, handle) -> frozenset[int]:
         """The CPUs close to the GPU (its NUMA node's, or the whole host's when NVML knows no closer ones)."""
         words = (ctypes.c_ulong * _CPU_SET_WORDS)()
@@ -120,6 +124,12 @@ class Nvml:
         memory = _Memory()
         self._check("nvmlDeviceGetMemoryInfo", handle, ctypes.byref(memory))
         return memory.used / GIB, memory.total / GIB
+
+    def free_bytes(self, handle) -> int:
+        """Memory of the device that no process holds."""
+        memory = _Memory()
+        self._check("nvmlDeviceGetMemoryInfo", handle, ctypes.byref(memory))
+        return memory.free
 
     def utilization_pct(self, handle) -> float:
         rates = _Utilization()
@@ -161,8 +171,22 @@ def gpu_cpu_affinities(
     """
     nvml = Nvml(load_library=load_library)
     try:
-        handles = [nvml.handle(int(gpu)) if gpu.isdigit() else nvml.handle_by_uuid(gpu) for gpu in gpu_ids]
-        return [nvml.cpu_affinity(handle) for handle in handles]
+        return [nvml.cpu_affinity(nvml.handle_by_name(gpu)) for gpu in gpu_ids]
+    finally:
+        nvml.shutdown()
+
+
+def free_gpu_memory(gpu_ids: Sequence[str], load_library: Callable[[str], Any] = ctypes.CDLL) -> list[int]:
+    """Return the free bytes (:meth:`Nvml.free_bytes`) of each GPU named as in ``CUDA_VISIBLE_DEVICES``, as
+    :func:`gpu_cpu_affinities` names them; unlike torch, NVML opens no CUDA context on them.
+
+    Raises:
+        OSError: when the library cannot be loaded.
+        NvmlError: when an NVML call fails, e.g. for a MIG instance's ``MIG-`` id, which names no whole GPU.
+    """
+    nvml = Nvml(load_library=load_library)
+    try:
+        return [nvml.free_bytes(nvml.handle_by_name(gpu)) for gpu in gpu_ids]
     finally:
         nvml.shutdown()
 

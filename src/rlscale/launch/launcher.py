@@ -21,9 +21,11 @@ from pathlib import Path
 from signal import SIGTERM
 from typing import TYPE_CHECKING
 
+from rlscale.device import Device
 from rlscale.dist import (
     HANG_TIMEOUT_ENV,
     HEARTBEAT_DIR_ENV,
+    LOG_ALL_RANKS_ENV,
     PLACEMENT_ENV,
     RUN_TIMESTAMP_ENV,
     STATUS_DIR_ENV,
@@ -39,12 +41,13 @@ from rlscale.launch.command import (
     parse_launcher_args,
     uses_skrl_jax,
 )
-from rlscale.launch.gpus import visible_gpu_count
+from rlscale.launch.gpus import free_gpu_memory, visible_gpu_count
 from rlscale.launch.hang_watch import HangWatch
-from rlscale.launch.placement import describe_placement, plan_node
+from rlscale.launch.placement import describe_placement, local_gpu_ids, plan_node
 from rlscale.launch.ports import free_local_port, port_taken
 from rlscale.launch.torch_gpus import TorchGpuProbe, gpu_rank_shortfall, probe_torch_gpus
 from rlscale.resume import continue_command, start_over_note
+from rlscale.run.memory_fit import DeviceMemory, MemoryProbe, device_memory
 from rlscale.run.spec import RUN_SPEC_ENV, JobShape, write_spec
 from rlscale.run.stop_signals import (
     INTERRUPTED_EXIT_CODE,
@@ -58,6 +61,11 @@ if TYPE_CHECKING:
     from rlscale.run.spec import RunSpec
 
 
+RANK_PREFIX_TEMPLATE = "[rank${rank}]:"
+"""torchrun's prefix of a rank's console lines (``TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE``) with ``--log_all_ranks``:
+the global rank, which tells the ranks of several nodes apart (torchrun's own names the local rank)."""
+
+
 def job_environment(
     environ: Mapping[str, str],
     nproc_per_node: int,
@@ -68,10 +76,11 @@ def job_environment(
     hang_timeout: float = 0.0,
     run_spec: Path | None = None,
     placement: NodePlacement | None = None,
+    log_all_ranks: bool = False,
 ) -> dict:
     """The ranks' environment: the caller's, plus what lets the ranks agree on a run directory, report back, beat for
     the hang watchdog, size their collective timeout, notice this launcher's death, find their resolved spec and their
-    CPUs (none for ranks this launcher does not place).
+    CPUs (none for ranks this launcher does not place), and print to the console (torchrun ranks, ``log_all_ranks``).
 
     The caller's ``NCCL_*`` variables pass unchanged: some hosts need NVLink multicast kept off through them.
     """
@@ -91,6 +100,9 @@ def job_environment(
     # A timed-out NCCL collective then ends its rank instead of blocking forever (the timeout follows --hang_timeout,
     # rlscale.dist.collective_timeout). Not TORCH_NCCL_BLOCKING_WAIT: it makes every collective wait on the CPU.
     env.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "3")
+    if log_all_ranks and not skrl_jax:
+        env[LOG_ALL_RANKS_ENV] = "1"
+        env.setdefault("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", RANK_PREFIX_TEMPLATE)
     if skrl_jax:
         env["LOCAL_WORLD_SIZE"] = str(nproc_per_node)  # skrl's JAX launcher sets no local world size
         env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave the GPU's memory to the torch task
@@ -171,7 +183,26 @@ def job_shape(args: Namespace) -> JobShape:
     nnodes = args.nnodes or "1"
     nodes = int(nnodes) if nnodes.isdigit() else None
     per_node = args.nproc_per_node if isinstance(args.nproc_per_node, int) else None
-    return JobShape(nodes * per_node if nodes and per_node else None)
+    return JobShape(nodes * per_node if nodes and per_node else None, per_node or 1)
+
+
+def ranks_memory(args: Namespace, environ: Mapping[str, str]) -> MemoryProbe:
+    """How the launcher reads the memory its ranks' envs must fit: the host's RAM for CPU ranks; for GPU ranks, the
+    least free memory among this node's ranks' GPUs, through NVML (torch would open a CUDA context on a GPU that a
+    rank needs). None where NVML cannot tell: each rank's build of the task still refuses what does not fit."""
+
+    def read(device: Device) -> DeviceMemory | None:
+        if not device.is_cuda:
+            return device_memory(device)
+        gpus = local_gpu_ids(environ, args.nproc_per_node)
+        try:
+            free = free_gpu_memory(gpus)
+        except Exception:  # no driver library, a MIG id
+            return None
+        least = min(range(len(gpus)), key=free.__getitem__)
+        return DeviceMemory(free[least], f"GPU {gpus[least]}")
+
+    return read
 
 
 def plan_placement(args: Namespace, cfg: LauncherCfg, environ: Mapping[str, str]) -> NodePlacement | None:
@@ -292,6 +323,7 @@ def start_launch(launch: Launch, environ: Mapping[str, str] | None = None) -> in
             hang_timeout=args.hang_timeout,
             run_spec=None if launch.spec is None else write_spec(launch.spec, Path(status_dir)),
             placement=launch.placement,
+            log_all_ranks=args.log_all_ranks,
         )
         stops = StopSignals()
         code = run_supervised(
@@ -321,14 +353,17 @@ def _first_reason(checks: list[Callable[[], str | None]]) -> Callable[[], str | 
 def check_train_ranks(args: Namespace, forwarded: list[str]) -> RunSpec:
     """Resolve the ranks' spec from their ``rlscale train`` arguments: every check before a launch (torch is imported
     for the task, device, checkpoint and ``--agent`` keys); with ``--dry_run`` only those that need no torch."""
-    from rlscale.run.args import build_parser
+    from rlscale.run.args import build_parser as rank_parser
     from rlscale.run.spec import resolve_spec
 
     rank_argv = [arg for arg in forwarded if arg != "--distributed"]
-    parser = build_parser(TRAIN_MULTIGPU.prog)
+    parser = rank_parser(TRAIN_MULTIGPU.prog)
     parser.help_command = "rlscale train"  # the ranks' options are rlscale train's
+    parser.other_options = build_parser(TRAIN_MULTIGPU).option_strings()  # a mistyped launcher option lands here
     parser.set_defaults(rl_library=args.rl_library)  # the launcher's parse of it, handed over, not written and reread
-    return resolve_spec(rank_argv, parser, torch_free=args.dry_run, job=job_shape(args))
+    return resolve_spec(
+        rank_argv, parser, torch_free=args.dry_run, job=job_shape(args), memory=ranks_memory(args, os.environ)
+    )
 
 
 def check_probe_ranks(args: Namespace, forwarded: list[str]) -> None:
@@ -337,7 +372,7 @@ def check_probe_ranks(args: Namespace, forwarded: list[str]) -> None:
     from rlscale.faults import probe_fault_from_environment
     from rlscale.launch.probe import parse_probe_args
 
-    parse_probe_args(forwarded, NCCL_PROBE.prog)
+    parse_probe_args(forwarded, NCCL_PROBE.prog, other_options=build_parser(NCCL_PROBE).option_strings())
     try:
         probe_fault_from_environment()
     except ValueError as error:

@@ -30,10 +30,14 @@ CHECK_BYTES = 1024**2
 """The default probe's message: 1 MiB, the size Isaac Lab's probe and the seed's measurements use."""
 
 
-def parse_probe_args(argv: list[str], prog: str = "rlscale nccl_probe (rank)") -> argparse.Namespace:
+def parse_probe_args(
+    argv: list[str], prog: str = "rlscale nccl_probe (rank)", other_options: tuple[str, ...] = ()
+) -> argparse.Namespace:
     """Parse a rank's arguments (``--device cpu|cuda``, into a :class:`~rlscale.device.Device`; ``--sizes`` into
-    bytes); torch-free, so the launcher checks them before a launch."""
+    bytes); torch-free, so the launcher checks them before a launch. ``other_options``: the launcher's own
+    (:attr:`~rlscale.argparsing.OneLineParser.other_options`)."""
     parser = OneLineParser(prog=prog, allow_abbrev=False)
+    parser.other_options = other_options
     parser.add_argument("--device", default="cuda", help="cpu (gloo) or cuda (NCCL, one GPU per local rank)")
     parser.add_argument(
         "--sizes",

@@ -51,6 +51,13 @@ def available_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def cpu_ranks_short_of_cores(ranks: int, cores: int) -> str | None:
+    """The one rule for CPU ranks on a host, which the study and the launchers keep: each needs a core of its own, or
+    they share cores and their timings mean nothing. Why ``ranks`` break it on ``cores``, as a phrase; None when they
+    keep it."""
+    return f"CPU ranks need a core each, and this host has {cores}" if ranks > cores else None
+
+
 def _count(raw: str) -> int:
     """``--num_gpus N`` as an integer >= 1."""
     if not raw.isdigit() or int(raw) < 1:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import pickle
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TextIO
 
 import numpy as np
 import torch
@@ -76,6 +78,8 @@ class TrainContext:
     tracker: TrackerRun | None = None
     """The tracker run to open once the library has formed the process group (global rank 0 with ``--logger
     wandb``); None: TensorBoard alone."""
+    log_all_ranks: bool = False
+    """``--log_all_ranks``: the library's own prints reach this rank's console as well as ``library_console.log``."""
     policy_probe: PolicyProbe = field(default_factory=PolicyProbe)
     on_resumed: Callable[[Any], None] | None = None
     """Called with the library's trainer (rsl_rl's runner, rl_games' or skrl's agent) once it has loaded ``resume``,
@@ -163,9 +167,29 @@ def check_weights_only(path: Path, ml_framework: str = "torch") -> Any:
         raise ValueError(f"checkpoint {path} cannot be loaded as weights only: {error}") from error
 
 
+class _Tee(io.TextIOBase):
+    """Text written to it goes to each of its streams."""
+
+    def __init__(self, *streams: TextIO) -> None:
+        self.streams = streams
+
+    def write(self, text: str) -> int:
+        for stream in self.streams:
+            stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        for stream in self.streams:
+            stream.flush()
+
+
 @contextlib.contextmanager
-def library_console(log_dir: Path):
-    """Send a library's own console prints to ``library_console.log``; rlscale prints its one line per iteration."""
-    log_dir.mkdir(parents=True, exist_ok=True)
-    with open(log_dir / "library_console.log", "a") as sink, contextlib.redirect_stdout(sink):
+def library_console(ctx: TrainContext):
+    """Send a library's own console prints to ``library_console.log``, where rlscale prints its one line per
+    iteration instead; with ``--log_all_ranks`` (:attr:`TrainContext.log_all_ranks`) to the console as well."""
+    ctx.log_dir.mkdir(parents=True, exist_ok=True)
+    with (
+        open(ctx.log_dir / "library_console.log", "a") as sink,
+        contextlib.redirect_stdout(_Tee(sink, sys.stdout) if ctx.log_all_ranks else sink),
+    ):
         yield

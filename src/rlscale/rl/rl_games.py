@@ -207,7 +207,7 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
     params["seed"] = ctx.seed
     observer = _KeepAgent(ctx)
     runner = Runner(algo_observer=observer)
-    with library_console(ctx.log_dir):
+    with library_console(ctx):
         runner.load({"params": params})
         try:
             runner.run({"train": True, "play": False, "checkpoint": str(ctx.resume or ""), "sigma": None})

@@ -160,7 +160,7 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
     """Train with rsl_rl's ``OnPolicyRunner`` (:func:`build_runner`)."""
     task.reset()  # rsl_rl never calls reset itself
     # rsl_rl prints its models and a multi-line block per iteration; rlscale prints its own line instead.
-    with library_console(ctx.log_dir):
+    with library_console(ctx):
         runner = build_runner(task, agent_cfg, ctx)
         ctx.policy_probe.read = TorchPolicyParameters(runner.alg.get_policy())
         resumed = None

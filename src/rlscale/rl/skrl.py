@@ -144,7 +144,7 @@ def train(task: VecTask, agent_cfg: dict, ctx: TrainContext) -> TrainResult:
         raise ValueError("--sync_normalizer: rlscale syncs skrl's torch preprocessors only; use --ml_framework torch")
     if ctx.checkpoint_interval is not None:
         experiment["checkpoint_interval"] = ctx.checkpoint_interval * rollouts
-    with library_console(ctx.log_dir):
+    with library_console(ctx):
         tracker = ctx.tracker
         track = None if tracker is None else lambda: _track_with_wandb(experiment, tracker, ctx.ml_framework)
         runner, _ = build_runner(task, cfg, ctx.ml_framework, ctx.rank.distributed, before_agent=track)

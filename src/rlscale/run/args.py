@@ -31,10 +31,11 @@ TRACKER_OPTIONS = ("--logger", "--log_project_name", "--log_group", "--log_job_t
 """The options of the experiment tracker beside TensorBoard."""
 
 
-def build_parser(prog: str = "rlscale train") -> argparse.ArgumentParser:
+def build_parser(prog: str = "rlscale train") -> OneLineParser:
     """``rlscale train``'s parser; ``prog`` names the command in error lines (a launcher checking its ranks' args)."""
     parser = OneLineParser(prog=prog, description="Train a policy on one task with one RL library.", allow_abbrev=False)
-    return add_train_arguments(parser)
+    add_train_arguments(parser)
+    return parser
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -153,12 +154,12 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     return parser
 
 
-def parse_command_line(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+def parse_command_line(parser: OneLineParser, argv: list[str] | None) -> argparse.Namespace:
     """``parser.parse_args(argv)`` that also collects the arguments that are not options, wherever they are, into
     ``overrides``; a line with an unknown option is refused whole, as argparse refuses it."""
     args, extras = parser.parse_known_args(argv)
     if any(extra.startswith("-") for extra in extras):
-        parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        parser.refuse_unrecognized(extras)
     args.overrides = extras
     return args
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlscale.device import Device
-from rlscale.dist import collective_timeout, rank_info
+from rlscale.dist import collective_timeout, logs_all_ranks, rank_info
 from rlscale.faults import Fault, fault_from_environment
 from rlscale.heartbeat import beat
 from rlscale.resume import AUTO, why_segment_began
@@ -270,6 +270,7 @@ def prepare(spec: RunSpec) -> _Run:
         lr_scaling=spec.lr_scaling,
         normalizer_sync=spec.normalizer_sync,
         tracker=tracker,
+        log_all_ranks=logs_all_ranks(),
     )
     outcome = TrainingOutcome(
         status="interrupted", context=context, manifest=manifest, steps_per_env=adapter.rollout_length(agent_cfg)
@@ -328,7 +329,7 @@ def build_tracked_task(
         start_iteration=run.start,
         total_iterations=run.start + context.max_iterations,
         world_size=rank.world_size,
-        stream=sys.stdout if rank.is_main else None,
+        stream=sys.stdout if rank.is_main or context.log_all_ranks else None,
         on_iteration_start=run.on_iteration_start,
         on_rollout_end=lambda iteration: beat("update", iteration),
         collective_timer=timer,

@@ -15,15 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlscale.argparsing import OneLineParser
 from rlscale.device import Device
 from rlscale.dist import rank_info
 from rlscale.faults import fault_from_environment
 from rlscale.manifest import InvalidManifest
 from rlscale.resume import AUTO, RunIdentity, TrainingShape, continuation_changes, run_to_continue
-from rlscale.rl import agent_defaults
+from rlscale.rl import LIBRARIES, agent_defaults
 from rlscale.rl.agent_overrides import apply_override
 from rlscale.run.args import build_parser, check_options, parse_command_line, split_overrides
+from rlscale.run.memory_fit import MemoryProbe, bytes_per_env, device_memory, memory_shortfall
 from rlscale.tasks import UnknownTaskError, get_spec, resolve_task_id
+from rlscale.tasks.footprint import EnvFootprint
 from rlscale.tasks.overrides import field_value, with_overrides
 
 RUN_SPEC_ENV = "RLSCALE_RUN_SPEC"
@@ -33,13 +36,15 @@ RUN_SPEC_ENV = "RLSCALE_RUN_SPEC"
 @dataclass(frozen=True)
 class JobShape:
     """The ranks a spec is for: ``world_size`` of them (None: torchrun decides, elastic or counting the GPUs
-    itself)."""
+    itself), ``local_ranks`` of them on this node, which share its RAM as CPU ranks."""
 
     world_size: int | None
+    local_ranks: int = 1
 
     @classmethod
     def of_this_process(cls) -> JobShape:
-        return cls(rank_info().world_size)
+        rank = rank_info()
+        return cls(rank.world_size, rank.local_world_size)
 
 
 @dataclass(frozen=True)
@@ -142,15 +147,17 @@ class RunSpec:
 
 def resolve_spec(
     argv: list[str] | None,
-    parser: argparse.ArgumentParser | None = None,
+    parser: OneLineParser | None = None,
     launcher: str = "rlscale train_multigpu",
     *,
     torch_free: bool = False,
     job: JobShape | None = None,
+    memory: MemoryProbe = device_memory,
 ) -> RunSpec:
     """Parse ``argv`` and resolve it (:func:`spec_from_args`); a bad argument is one line on stderr and exit 2."""
     parser = parser or build_parser()
-    return spec_from_args(parser, parse_command_line(parser, argv), launcher, torch_free=torch_free, job=job)
+    args = parse_command_line(parser, argv)
+    return spec_from_args(parser, args, launcher, torch_free=torch_free, job=job, memory=memory)
 
 
 def spec_from_args(
@@ -160,6 +167,7 @@ def spec_from_args(
     *,
     torch_free: bool = False,
     job: JobShape | None = None,
+    memory: MemoryProbe = device_memory,
 ) -> RunSpec:
     """Check everything that can be checked before a file is written and resolve the run's settings.
 
@@ -171,6 +179,7 @@ def spec_from_args(
         torch_free: Stop after the checks that need no torch (a launcher's ``--dry_run``): the task's id and the
             form of the overrides are checked, its backend, the device, the checkpoint and the override keys are not.
         job: The ranks a launcher resolves the spec for (they are distributed); None: this process's own.
+        memory: Reads the device's free memory, which the run's envs must fit (:mod:`rlscale.run.memory_fit`).
     """
     check_options(parser, args, launcher, launched=job is not None)
     agent_overrides, env_overrides = split_overrides(parser, args)
@@ -218,10 +227,11 @@ def spec_from_args(
         except ValueError as error:
             parser.error(f"env.{key}={text}: {task_id}'s config: {error}")
     try:  # the config's own checks across fields (a range's min above its max)
-        with_overrides(task_spec.cfg_class(), typed_overrides)
+        task_cfg = with_overrides(task_spec.cfg_class(), typed_overrides)
     except ValueError as error:
         parser.error(f"env overrides: {task_id}'s config: {error}")
-    spec = dataclasses.replace(spec, agent_cfg=agent_cfg, num_envs=spec.num_envs or task_spec.cfg_class().num_envs)
+    spec = dataclasses.replace(spec, agent_cfg=agent_cfg, num_envs=spec.num_envs or task_cfg.num_envs)
+    _check_memory(parser, spec, task_spec.footprint_of(task_cfg), job, memory)
     if continued is not None and spec.world_size is not None:  # an elastic job's ranks check it (run.start)
         try:
             continuation_changes(continued, spec.shape(), spec.resume_elastic)
@@ -275,6 +285,25 @@ def _spec(
         world_size=job.world_size,
         options={name: value for name, value in options.items() if name not in own},
     )
+
+
+def _check_memory(
+    parser: argparse.ArgumentParser,
+    spec: RunSpec,
+    footprint: EnvFootprint | None,
+    job: JobShape,
+    memory: MemoryProbe,
+) -> None:
+    """Refuse envs that cannot fit the device (:mod:`rlscale.run.memory_fit`), before anything is built or started;
+    a task that states no footprint, or a device whose memory cannot be read, is not estimated."""
+    available = None if footprint is None else memory(spec.device)
+    if available is None:
+        return
+    per_env = bytes_per_env(footprint, LIBRARIES[spec.rl_library].rollout_length(spec.agent_cfg))
+    ranks = 1 if spec.device.is_cuda else job.local_ranks
+    shortfall = memory_shortfall(spec.task, spec.num_envs, per_env, ranks, spec.rl_library, available)
+    if shortfall is not None:
+        parser.error(shortfall)
 
 
 def write_spec(spec: RunSpec, folder: Path) -> Path:

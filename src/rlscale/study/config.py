@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rlscale.launch.gpus import GpuCounter, nvidia_hardware_present, nvml_device_count, visible_gpu_count
 from rlscale.launch.lease import LeaseError, check_lease_environment
-from rlscale.launch.ranks import GpuEvidence
+from rlscale.launch.ranks import GpuEvidence, cpu_ranks_short_of_cores
 from rlscale.study.checks import DEFAULT_BASE, PARITY_TASK_KEYS, check_config, check_task_ids, user_wrote
 from rlscale.study.evaluation import evaluated_tasks
 from rlscale.study.schema import StudyConfigError, validate_schema
@@ -229,17 +229,18 @@ def fit_cpu_ranks(study: dict, cores: int) -> None:
     """
     if study["device"] != "cpu" or study.get("cluster") == "slurm":
         return
-    above = [size for size in study["world_sizes"] if size > cores]
+    above = [size for size in study["world_sizes"] if cpu_ranks_short_of_cores(size, cores)]
     if not above:
         return
+    why = cpu_ranks_short_of_cores(max(above), cores)
     written_in = user_wrote(study["explicit"], "world_sizes")
     if written_in is not None:
         raise ValueError(
-            f"world_sizes: {above} (from {written_in}) CPU ranks need a core each, and this host has {cores}; list "
-            f"sizes up to {cores}, or run with device: cuda on GPUs"
+            f"world_sizes: {above} (from {written_in}) {why}; list sizes up to {cores}, or run with device: cuda on "
+            "GPUs"
         )
-    kept = [size for size in study["world_sizes"] if size <= cores]
+    kept = [size for size in study["world_sizes"] if size not in above]
     if not kept:
         raise ValueError(f"world_sizes: {study['world_sizes']} all need more than the {cores} core(s) here; add 1")
     study["world_sizes"] = kept
-    study["device_reason"] += f"; world_sizes {above} dropped: CPU ranks need a core each, and this host has {cores}"
+    study["device_reason"] += f"; world_sizes {above} dropped: {why}"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from rlscale.argparsing import closest
 from rlscale.rl import LIBRARIES, fill_schema_enum, ml_frameworks
 
 
@@ -61,6 +62,9 @@ def _schema_message(error, source: Callable[[str], str]) -> str:
         unknown = sorted(set(error.instance) - set(known))
         key = f"{where}.{unknown[0]}" if where else unknown[0]
         origin = source(".".join([*names, unknown[0]]))
+        meant = closest(unknown[0], known)
+        if meant is not None:
+            return f"{key} (from {origin}): unknown key; did you mean {meant}?"
         return f"{key} (from {origin}): unknown key; valid keys{' of ' + where if where else ''}: {', '.join(known)}"
     shown = f"{where or 'config'} (from {source('.'.join(names))})" if names else where or "config"
     if error.validator == "oneOf" and isinstance(error.instance, dict) and "metric" in error.instance:

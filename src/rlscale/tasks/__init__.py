@@ -4,6 +4,7 @@ Importing this package imports no torch: the task contract lives in :mod:`rlscal
 are imported when it is built. Other packages' tasks are plug-ins (:mod:`rlscale.tasks.plugins`, docs/tasks.md).
 """
 
+from rlscale.tasks.footprint import EnvFootprint
 from rlscale.tasks.registry import (
     TaskPluginError,
     TaskSpec,
@@ -17,6 +18,7 @@ from rlscale.tasks.registry import (
 )
 
 __all__ = [
+    "EnvFootprint",
     "TaskPluginError",
     "TaskSpec",
     "UnknownTaskError",

@@ -13,6 +13,7 @@ checked for:
   ``.cpu()``, ``.numpy()``, ``.tolist()``, masked indexing and writes, ``if tensor:``...;
   :mod:`rlscale.tasks.host_reads`), and on CUDA ``torch.cuda.set_sync_debug_mode("error")`` as well;
 * ``graph_capturable`` (on CUDA, when claimed): a captured, replayed step gives the eager trajectory;
+* the footprint the task states (:mod:`rlscale.tasks.footprint`): its observation and action sizes are the task's;
 
 and its step throughput is measured at the given size. Each violation is one line, reported once (at its first step).
 """
@@ -30,7 +31,7 @@ from rlscale.tasks.base import VecTask
 from rlscale.tasks.graph import GraphedTask, graphed_if_possible
 from rlscale.tasks.host_reads import HostReads
 from rlscale.tasks.plugins import one_line
-from rlscale.tasks.registry import make_task
+from rlscale.tasks.registry import get_spec, make_task
 
 DETERMINISM_STEPS = 32
 """Steps compared between builds (and between the eager and the replayed step)."""
@@ -105,6 +106,7 @@ def check_task(task_id: str, device: str = "cpu", num_envs: int = 16, seed: int 
     except Exception as error:
         report.fail("build", one_line(error))
         return report
+    _check_footprint(report, task_id, task)
     actions = _actions(task, expected, max(task.max_episode_length + 1, DETERMINISM_STEPS))
     record = _guarded(report, "step", lambda: _ContractCheck(report, task, expected).run(actions))
     if record is None:
@@ -290,6 +292,20 @@ class _ContractCheck:
         for problem in problems:
             self.report.fail(name, problem)
         return not problems
+
+
+def _check_footprint(report: Report, task_id: str, task: VecTask) -> None:
+    """The sizes the task states before it is built (a run's memory is estimated from them) against the built ones."""
+    stated = get_spec(task_id).footprint_of(task.cfg)
+    if stated is None:
+        return
+    built = (sum(task.observation_dims.values()), task.num_actions)
+    if (stated.observations, stated.actions) != built:
+        report.fail(
+            "footprint",
+            f"it states {stated.observations} observation and {stated.actions} action values per env, but the task "
+            f"has {built[0]} and {built[1]}",
+        )
 
 
 def _actions(task: VecTask, device: torch.device, steps: int) -> list[torch.Tensor]:

@@ -138,14 +138,17 @@ class TaskDoesNotFit(Exception):
 
 
 def out_of_memory(error: BaseException) -> bool:
-    """Whether ``error`` is a device out of memory: torch's CUDA error, XLA's ``RESOURCE_EXHAUSTED`` (JAX), or Warp's
-    failed allocation (MuJoCo Warp) outside a graph capture."""
+    """Whether ``error`` is a device out of memory: torch's CUDA error or its CPU allocator's refusal, Python's
+    ``MemoryError``, XLA's ``RESOURCE_EXHAUSTED`` (JAX), or Warp's failed allocation (MuJoCo Warp) outside a graph
+    capture."""
     text = str(error)
     warp_allocation = text.startswith("Failed to allocate") and "graph capture" not in text
     return (
         type(error).__name__ == "OutOfMemoryError"
+        or isinstance(error, MemoryError)
         or "RESOURCE_EXHAUSTED" in text
         or "out of memory" in text
+        or "can't allocate memory" in text  # torch's DefaultCPUAllocator
         or warp_allocation
     )
 

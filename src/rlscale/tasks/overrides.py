@@ -8,7 +8,6 @@ annotation (``sim_dt: Annotated[float, Gt(0)]``); a subclass that only changes t
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import operator
 import types
 import typing
@@ -17,6 +16,8 @@ from typing import Any
 
 import annotated_types
 import yaml
+
+from rlscale.argparsing import closest
 
 NULL_TEXTS = ("null", "None")
 """Spellings of None for an optional field."""
@@ -114,8 +115,8 @@ def _field_type(owner: type, name: str) -> Any:
     hints = typing.get_type_hints(owner)
     fields = {field.name: hints[field.name] for field in dataclasses.fields(owner) if field.init}
     if name not in fields:
-        close = difflib.get_close_matches(name, fields, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
+        close = closest(name, fields)
+        hint = f"did you mean {close!r}? " if close else ""
         raise ValueError(f"{owner.__name__} has no field {name!r}; {hint}fields: {', '.join(fields)}")
     return fields[name]
 

@@ -14,7 +14,6 @@ which are imported only when something asks for them, so ids are listed and chec
 from __future__ import annotations
 
 import copy
-import difflib
 import functools
 import importlib
 import inspect
@@ -25,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from rlscale.argparsing import closest
+from rlscale.tasks.footprint import EnvFootprint
 from rlscale.tasks.overrides import with_overrides
 from rlscale.tasks.plugins import (
     PluginSettingError,
@@ -62,6 +63,13 @@ class TaskSpec:
     sees); a task whose ranks must reach each other's GPUs opts out."""
     source: str = "rlscale"
     """The distribution the task comes from (``rlscale`` for the built-in tasks)."""
+    footprint: EnvFootprint | Callable[[TaskCfg], EnvFootprint] | None = None
+    """One env's sizes, or a function of the task's config that derives them; None: the task states none, and a run
+    of it is not estimated before it is built."""
+
+    def footprint_of(self, cfg: TaskCfg) -> EnvFootprint | None:
+        """One env's sizes under ``cfg`` (:attr:`footprint`)."""
+        return self.footprint(cfg) if callable(self.footprint) else self.footprint
 
     @property
     def task_class(self) -> Callable[[TaskCfg], VecTask]:
@@ -103,6 +111,7 @@ def register_task(
     ranks_see_all_gpus: bool = False,
     aliases: Iterable[str] = (),
     closest_for: Mapping[str, str] | None = None,
+    footprint: EnvFootprint | Callable[[TaskCfg], EnvFootprint] | None = None,
 ) -> None:
     """Register a task under a case-sensitive id.
 
@@ -120,11 +129,13 @@ def register_task(
         aliases: Isaac Lab ids of the task this one reproduces (``Isaac-Cartpole-v0``), accepted wherever an id is.
         closest_for: Isaac Lab ids that rlscale does not reproduce, for which this task is the closest, each with the
             reason it is only the closest; they are refused with that line.
+        footprint: :attr:`TaskSpec.footprint`.
 
     Raises:
         ValueError: if an id or alias is not a string, is taken or has a ``:`` (reserved for ``module:Task-Id``), an
             entry point is neither ``module:attribute`` nor a class (a callable for ``entry_point``), or an agent
-            config is missing or not a YAML mapping.
+            config is missing or not a YAML mapping, or ``footprint`` is neither an :class:`EnvFootprint` nor a
+            callable.
     """
     closest_for = dict(closest_for or {})
     for name in (task_id, *aliases, *closest_for):
@@ -141,6 +152,8 @@ def register_task(
     _check_entry_point(task_id, "cfg_entry_point", cfg_entry_point, "its config class", inspect.isclass)
     for file_name in agent_cfg_files.values():
         _read_agent_cfg(task_id, package, file_name)
+    if footprint is not None and not (isinstance(footprint, EnvFootprint) or callable(footprint)):
+        raise ValueError(f"task {task_id!r}: footprint must be an EnvFootprint or a function of the task's config")
     _REGISTRY[task_id] = TaskSpec(
         task_id,
         entry_point,
@@ -150,6 +163,7 @@ def register_task(
         check_available,
         ranks_see_all_gpus,
         source_of(package),
+        footprint,
     )
     _ALIASES.update(dict.fromkeys(aliases, task_id))
     _CLOSEST.update((name, (task_id, reason)) for name, reason in closest_for.items())
@@ -202,11 +216,11 @@ def resolve_task_id(task_id: str) -> str:
     if task_id in _ALIASES:
         return _ALIASES[task_id]
     if task_id in _CLOSEST:
-        closest, reason = _CLOSEST[task_id]
-        raise UnknownTaskError(f"unknown task {task_id!r}: {reason}; closest: {closest} (`rlscale list_tasks`)")
+        stand_in, reason = _CLOSEST[task_id]
+        raise UnknownTaskError(f"unknown task {task_id!r}: {reason}; closest: {stand_in} (`rlscale list_tasks`)")
     accepted = {name.lower(): name for name in (*_REGISTRY, *_ALIASES)}
-    close = difflib.get_close_matches(task_id.lower(), accepted, n=1)
-    hint = f"did you mean {accepted[close[0]]!r}? " if close else ""
+    close = closest(task_id.lower(), accepted)
+    hint = f"did you mean {accepted[close]!r}? " if close else ""
     raise UnknownTaskError(f"unknown task {task_id!r}; {hint}known tasks: {', '.join(sorted(_REGISTRY))}")
 
 

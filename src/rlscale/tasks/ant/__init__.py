@@ -8,12 +8,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rlscale.tasks.footprint import EnvFootprint
+
 if TYPE_CHECKING:
     from rlscale.tasks.ant.cfg import AntCfg
     from rlscale.tasks.base import VecTask
 
 __all__ = ["TASKS", "check_physics", "make_ant"]
 
+FOOTPRINT = EnvFootprint(observations=34, actions=8, state_bytes=28 * 1024)
+"""One world: MuJoCo Warp's buffers of it (contacts and constraint rows at the model's capacity) and the MDP's, about
+31 KiB a world built and stepped on the CPU."""
 NOT_ISAAC_ANT = "rlscale does not reproduce Isaac Lab's Ant (Rlscale-Ant is a quadruped of its own, see docs/tasks.md)"
 NO_DEXTEROUS_TASK = "rlscale has no dexterous-manipulation task"
 
@@ -45,6 +50,7 @@ TASKS = (
         "agent_cfg_files": {"rsl_rl": "rsl_rl_ppo.yaml", "rl_games": "rl_games_ppo.yaml", "skrl": "skrl_ppo.yaml"},
         "package": __name__,
         "check_available": check_physics,
+        "footprint": FOOTPRINT,
         "closest_for": {
             **dict.fromkeys(("Isaac-Ant", "Isaac-Ant-v0", "Isaac-Ant-Direct", "Isaac-Ant-Direct-v0"), NOT_ISAAC_ANT),
             **dict.fromkeys(

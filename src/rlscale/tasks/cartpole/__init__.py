@@ -6,6 +6,12 @@ versioned ids are accepted as aliases.
 
 from __future__ import annotations
 
+from rlscale.tasks.footprint import EnvFootprint
+
+FOOTPRINT = EnvFootprint(observations=4, actions=1, state_bytes=192)
+"""Either task's env: its state, episode sums and one step's temporaries, about 200 bytes at the peak of building
+and stepping a million envs on the CPU."""
+
 TASKS = (
     {
         "task_id": "Isaac-Cartpole",
@@ -14,6 +20,7 @@ TASKS = (
         "agent_cfg_files": {"rsl_rl": "rsl_rl_ppo.yaml", "rl_games": "rl_games_ppo.yaml", "skrl": "skrl_ppo.yaml"},
         "package": __name__,
         "aliases": ("Isaac-Cartpole-v0",),
+        "footprint": FOOTPRINT,
     },
     # The direct task has its own config class only because its reset ranges differ (pole angle only).
     {
@@ -27,6 +34,7 @@ TASKS = (
         },
         "package": __name__,
         "aliases": ("Isaac-Cartpole-Direct-v0",),
+        "footprint": FOOTPRINT,
     },
 )
 """The registry's :func:`~rlscale.tasks.registry.register_task` arguments for each task (the registry imports this

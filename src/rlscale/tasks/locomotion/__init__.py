@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
+from rlscale.tasks.footprint import EnvFootprint
+
 if TYPE_CHECKING:
     from rlscale.tasks.base import VecTask
     from rlscale.tasks.locomotion.cfg import G1FlatCfg, Go1FlatCfg
@@ -54,8 +56,9 @@ def make_g1_flat(cfg: G1FlatCfg) -> VecTask:
     return G1FlatTask(cfg)
 
 
-def _robot(task_id: str, robot: str, isaac_robot: str, maker: str, cfg: str) -> dict:
-    """The registry's arguments for one robot: its flat task, and the Isaac Lab ids it is the closest for."""
+def _robot(task_id: str, robot: str, isaac_robot: str, maker: str, cfg: str, footprint: EnvFootprint) -> dict:
+    """The registry's arguments for one robot: its flat task, its footprint, and the Isaac Lab ids it is the closest
+    for."""
     flat = (f"Isaac-Velocity-Flat-{isaac_robot}-v0", f"Isaac-Velocity-Flat-{isaac_robot}-Play-v0")
     rough = (f"Isaac-Velocity-Rough-{isaac_robot}-v0", f"Isaac-Velocity-Rough-{isaac_robot}-Play-v0")
     return {
@@ -65,12 +68,15 @@ def _robot(task_id: str, robot: str, isaac_robot: str, maker: str, cfg: str) -> 
         "agent_cfg_files": {library: f"{robot}_{library}_ppo.yaml" for library in ("rsl_rl", "rl_games", "skrl")},
         "package": __name__,
         "check_available": functools.partial(check_physics, task_id),
+        "footprint": footprint,
         "closest_for": {**dict.fromkeys(flat, NOT_ISAAC_VELOCITY), **dict.fromkeys(rough, NO_ROUGH_TERRAIN)},
     }
 
 
+# One world: MuJoCo Warp's buffers of it (contacts and constraint rows at the model's capacity) and the MDP's, built
+# and stepped on the CPU: about 40 KiB for the Go1, 135 KiB for the G1.
 TASKS = (
-    _robot("Rlscale-Go1-Flat", "go1", "Unitree-Go1", "make_go1_flat", "Go1FlatCfg"),
-    _robot("Rlscale-G1-Flat", "g1", "G1", "make_g1_flat", "G1FlatCfg"),
+    _robot("Rlscale-Go1-Flat", "go1", "Unitree-Go1", "make_go1_flat", "Go1FlatCfg", EnvFootprint(48, 12, 36 * 1024)),
+    _robot("Rlscale-G1-Flat", "g1", "G1", "make_g1_flat", "G1FlatCfg", EnvFootprint(99, 29, 128 * 1024)),
 )
 """The registry's :func:`~rlscale.tasks.registry.register_task` arguments."""
