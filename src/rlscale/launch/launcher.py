@@ -60,10 +60,11 @@ def job_environment(
     hang_timeout: float = 0.0,
     run_spec: Path | None = None,
     placement: NodePlacement | None = None,
+    max_restarts: int = 0,
 ) -> dict:
     """The ranks' environment: the caller's, plus what lets the ranks agree on a run directory, report back, beat for
     the hang watchdog, size their collective timeout, notice this launcher's death, find their resolved spec and their
-    CPUs (none for ranks this launcher does not place).
+    CPUs (none for ranks this launcher does not place), and lets torchrun restart them (``max_restarts``).
 
     The caller's ``NCCL_*`` variables pass unchanged: some hosts need NVLink multicast kept off through them.
     """
@@ -83,6 +84,11 @@ def job_environment(
     # A timed-out NCCL collective then ends its rank instead of blocking forever (the timeout follows --hang_timeout,
     # rlscale.dist.collective_timeout). Not TORCH_NCCL_BLOCKING_WAIT: it makes every collective wait on the CPU.
     env.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "3")
+    if max_restarts:
+        # torchrun's c10d rendezvous shares one store among all attempts by default, where a restarted group can
+        # read the failed group's addresses (gloo) or NCCL id and never connect; unshared, each attempt's rank 0
+        # hosts its own.
+        env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
     if skrl_jax:
         env["LOCAL_WORLD_SIZE"] = str(nproc_per_node)  # skrl's JAX launcher sets no local world size
         env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave the GPU's memory to the torch task
@@ -277,6 +283,7 @@ def start_launch(launch: Launch, environ: Mapping[str, str] | None = None) -> in
             hang_timeout=args.hang_timeout,
             run_spec=None if launch.spec is None else write_spec(launch.spec, Path(status_dir)),
             placement=launch.placement,
+            max_restarts=args.max_restarts or 0,
         )
         code = run_supervised(command, env=env, abort_check=_first_reason(checks))
         stopped = stopped_ranks(Path(status_dir), args.nproc_per_node)
