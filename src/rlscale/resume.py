@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlscale.dist import worker_attempt
 from rlscale.manifest import MANIFEST_NAME, InvalidManifest, RunArgs, RunManifest, read_manifest
 
 AUTO = "auto"
@@ -112,7 +113,7 @@ def why_segment_began(first_iteration: int, environ: Mapping[str, str]) -> str:
     """Why an invocation starting at ``first_iteration`` began (:data:`rlscale.manifest.SEGMENT_CAUSES`): torchrun
     counts its restarts of the workers in their environment, and SLURM its requeues of the job in the job's; otherwise
     a checkpoint to start from makes it a resume."""
-    if int(environ.get("TORCHELASTIC_RESTART_COUNT") or 0) > 0:
+    if worker_attempt(environ).restarted:
         return "restart"
     if int(environ.get("SLURM_RESTART_COUNT") or 0) > 0:
         return "requeue"
