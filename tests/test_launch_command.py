@@ -341,6 +341,35 @@ class TestTorchrunPassthrough:
         assert "'thread'" in error_of(capsys, ["--start_method", "thread"])
 
 
+class TestRestarts:
+    def test_restarts_reach_torchrun_with_a_store_per_attempt(self):
+        """--max_restarts goes to torchrun, and its ranks' environment unshares the c10d rendezvous store, whose keys
+        a restarted group would otherwise read from the failed one."""
+        assert resolve(["--max_restarts", "2"])[5:7] == ["--max_restarts", "2"]
+        assert job_environment({}, 2, False, "status", max_restarts=2)["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
+        assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in job_environment({}, 2, False, "status")
+
+    @pytest.mark.parametrize("value", ["-1", "two", "1.5"])
+    def test_a_count_it_is(self, capsys, value):
+        assert f"--max_restarts must be an integer >= 0, got '{value}'" in error_of(capsys, ["--max_restarts", value])
+
+    @pytest.mark.parametrize(
+        "argv",
+        [
+            ["--master_port", "29500"],
+            ["--nnodes", "2", "--master_addr", "node0", "--master_port", "29500"],
+            ["--nnodes", "2", "--master_addr", "node0"],
+        ],
+    )
+    def test_static_rendezvous_is_refused(self, capsys, argv):
+        """torchrun's static rendezvous keeps the failed group's store: restarts there are refused, pointing to c10d;
+        no restarts, or c10d, are fine."""
+        err = error_of(capsys, [*argv, "--max_restarts", "1"])
+        assert "--max_restarts 1 needs torchrun's c10d rendezvous" in err and "--rdzv_backend c10d" in err
+        resolve([*argv, "--max_restarts", "0"])
+        resolve(["--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", "node0:29400", "--max_restarts", "1"])
+
+
 class TestSkrlJax:
     def test_jax_command(self):
         """skrl + --ml_framework jax goes through skrl's launcher with its own options and no rank filter."""
@@ -375,11 +404,20 @@ class TestSkrlJax:
         """skrl with torch, or jax with another library, stays on torchrun."""
         assert resolve(argv)[:5] == [*TORCHRUN, "2"]
 
-    @pytest.mark.parametrize("name", TORCHRUN_ONLY_ARGS)
+    @pytest.mark.parametrize("name", [name for name in TORCHRUN_ONLY_ARGS if name != "max_restarts"])
     def test_torchrun_only_option_rejected(self, capsys, name):
         """Every torchrun-only option is an error naming that option under skrl JAX."""
         err = error_of(capsys, ["--rl_library", "skrl", "--ml_framework", "jax", f"--{name}", TORCHRUN_VALUES[name]])
         assert f"--{name}: torchrun-only" in err and "--coordinator_address" in err
+
+    def test_max_restarts_is_refused_saying_why(self, capsys):
+        """skrl's JAX launcher has no restarts: --max_restarts (even with --tee) is refused for that reason."""
+        err = error_of(capsys, ["--rl_library", "skrl", "--ml_framework", "jax", "--max_restarts", "1", "--tee", "3"])
+        assert err.startswith(
+            "rlscale train_multigpu: error: --max_restarts: skrl's JAX launcher (--rl_library skrl --ml_framework jax) "
+            "never restarts its ranks, so a failed rank ends the job; drop --max_restarts, or train skrl with "
+            "--ml_framework torch"
+        )
 
     def test_log_all_ranks_is_a_note(self, capsys):
         """--log_all_ranks is accepted with a one-line note: skrl's JAX launcher shows every rank anyway."""

@@ -88,15 +88,17 @@ class TestTwoRankTraining:
 
 class TestFailures:
     def test_crash_on_hidden_rank_is_named_with_its_traceback(self, tmp_path):
-        """A crash on rank 1 (hidden by the rank-0 console filter) ends the job, not a timeout (the watchdog is off and
-        rank 0 never completes), names rank 1, shows the traceback, and leaves no worker behind."""
+        """A crash on rank 1 (hidden by the rank-0 console filter) in every attempt ends the job once torchrun's one
+        restart is spent, not a timeout (the watchdog is off and rank 0 never completes), names rank 1, shows the
+        traceback, and leaves no worker behind."""
         env = {**ENV, "RLSCALE_INJECT_FAULT": "crash:rank=1,iteration=2"}
         code, output = run(
-            *TRAIN, "--num_gpus", "2", "--max_iterations", "50", "--hang_timeout", "0", "--log_root", str(tmp_path),
-            env=env,
+            *TRAIN, "--num_gpus", "2", "--max_iterations", "50", "--hang_timeout", "0", "--max_restarts", "1",
+            "--log_root", str(tmp_path), env=env,
         )  # fmt: skip
         assert code != 0, output[-3000:]
         assert "timed out" not in output.lower() and manifests(tmp_path)[0]["status"] != "completed"
+        assert [segment["began"] for segment in manifests(tmp_path)[1]["segments"]] == ["start", "restart"]
         (summary,) = [line for line in output.splitlines() if line.startswith("[ERROR] ")]
         assert summary.startswith("[ERROR] rank 1 failed first: exited 1 (InjectedCrash: injected crash on rank 1"), (
             summary  # the crash, then rank 0's broken connection: its symptom

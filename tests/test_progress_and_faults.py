@@ -84,11 +84,31 @@ class TestFaults:
             fault.trigger_if_due(rank, iteration)
             assert (time.monotonic() - started >= 0.05) is waits, (rank, iteration)
 
+    def test_an_attempt_fires_in_that_attempt_of_the_worker_group_only(self, monkeypatch):
+        """attempt=0 fires in torchrun's first attempt only (TORCHELASTIC_RESTART_COUNT 0, or unset outside
+        torchrun), so the group that --max_restarts starts after it runs on; without it, a fault fires in every one."""
+        assert parse_fault("crash:rank=1,iteration=3,attempt=0") == Fault("crash", 1, 3, attempt=0)
+        monkeypatch.setenv(faults.ENV_VAR, "crash:rank=1,iteration=3,attempt=0")
+        monkeypatch.delenv("TORCHELASTIC_RESTART_COUNT", raising=False)
+        assert faults.fault_from_environment(2) == Fault("crash", 1, 3, attempt=0)
+        for restarts, fires in [("0", True), ("1", False), ("2", False)]:
+            monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", restarts)
+            assert (faults.fault_from_environment(2) is not None) is fires, restarts
+        monkeypatch.setenv(faults.ENV_VAR, "crash:rank=1,iteration=3,attempt=1")
+        monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
+        assert faults.fault_from_environment(2) == Fault("crash", 1, 3, attempt=1)
+        monkeypatch.setenv(faults.ENV_VAR, "crash:rank=1,iteration=3")
+        assert faults.fault_from_environment(2) == Fault("crash", 1, 3)
+        monkeypatch.setenv(faults.ENV_VAR, "crash:rank=2,iteration=3,attempt=0")
+        with pytest.raises(ValueError, match="rank 2 does not exist"):  # checked in every attempt
+            faults.fault_from_environment(2)
+
     @pytest.mark.parametrize(
         "spec",
         [
             "crash", "explode:rank=1,iteration=3", "crash:rank=1", "crash:rank=x,iteration=1",
             "hang:rank=-1,iteration=1", "delay:rank=1", "delay:rank=1,seconds=-1", "crash:rank=1,iteration=3,seconds=1",
+            "crash:rank=1,iteration=3,attempt=-1", "crash:rank=1,iteration=3,attempt=first",
         ],
     )  # fmt: skip
     def test_malformed_specs_are_refused(self, spec):

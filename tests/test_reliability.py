@@ -1,11 +1,13 @@
 """Reliability: the hang watchdog and the no-orphan guarantee, with real torchrun processes on CPU/gloo.
 
-The watchdog's judgement is also tested on its own, with heartbeat files and a fake clock; the orphan guards are also
-tested with plain Python processes, so that a rank ignoring SIGTERM can be staged without torch.
+The watchdog's judgement is also tested on its own, with heartbeat files and a fake clock (and, for a restarted group,
+fake processes); the orphan guards are also tested with plain Python processes, so that a rank ignoring SIGTERM can be
+staged without torch.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -22,7 +24,7 @@ import pytest
 import torch
 from process_utils import processes_mentioning, wait_for_no_process
 
-from rlscale.heartbeat import HeartbeatWriter
+from rlscale.heartbeat import HeartbeatWriter, heartbeat_path
 from rlscale.launch.hang_watch import HangWatch
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -177,6 +179,39 @@ class TestHangWatch:
         clock[0] += 0.2
         assert watch.check() == "ranks 0, 1 made no progress for 5.2 s (phase update, iteration 7)"
         assert watch.stall == watch.check()
+
+    def test_ended_ranks_are_not_judged_and_restarted_ones_take_their_place(self, tmp_path, clock):
+        """Rank 1 crashed (a finished heartbeat) and torchrun, restarting the group under --max_restarts, had to SIGKILL
+        rank 0 in its collective (no finished heartbeat): however long the restart takes, no hang is named while their
+        processes are gone. The restarted ranks' heartbeats, from new processes, are then judged as any."""
+        running = {10, 11}
+        watch = HangWatch(tmp_path, 2, 5.0, clock=lambda: clock[0], running=running.__contains__)
+
+        def beat(rank: int, pid: int, phase: str, iteration: int | None = None) -> None:
+            """A heartbeat as HeartbeatWriter writes it, from process ``pid``."""
+            data = {"rank": rank, "pid": pid, "phase": phase, "iteration": iteration, "seq": next(beats)}
+            heartbeat_path(tmp_path, rank).write_text(json.dumps(data))
+
+        beats = itertools.count(1)
+
+        beat(0, 10, "update", 3)
+        beat(1, 11, "finished")
+        assert watch.check() is None
+        running.clear()
+        clock[0] += 60.0
+        assert watch.check() is None  # rank 0's last heartbeat is a minute old, but its process is gone
+        running.update({20, 21})
+        beat(0, 20, "startup")
+        beat(1, 21, "collect", 2)
+        clock[0] += 60.0
+        assert watch.check() is None  # restarted rank 0 still starting up
+        beat(0, 20, "update", 2)
+        assert watch.check() is None
+        clock[0] += 5.5
+        assert watch.check() == (
+            "rank 1 made no progress for 5.5 s (phase collect, iteration 2); "
+            "ahead and presumably waiting in a collective: rank 0 (phase update, iteration 2)"
+        )
 
 
 class TestHangDetection:

@@ -1,9 +1,10 @@
 """``rlscale train --resume auto`` and atomic checkpoints: which run it continues (the latest of its --run_name and kind
 of command; one of another task, library or framework refused), continuing it in place (on every library path:
 tests/test_train.py), from its newest checkpoint that loads, on one device, elastically across world sizes with every
-segment kept in the manifest, and as a Snakemake train job rerun after its ``snakemake`` was SIGKILLed; and what a
-resume restores on each library path (weights, optimizer, adapted learning rate, normalizers, skrl's timestep count),
-checked against the checkpoint file read without the library."""
+segment kept in the manifest, after torchrun restarted a failed group (``--max_restarts``), and as a Snakemake train
+job rerun after its ``snakemake`` was SIGKILLed; and what a resume restores on each library path (weights, optimizer,
+adapted learning rate, normalizers, skrl's timestep count), checked against the checkpoint file read without the
+library."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ from rlscale_command import rlscale
 from run_manifests import manifest_data, run_manifest
 from test_bad_inputs import case, run_case, tree
 
-from rlscale.manifest import Segment, read_manifest
+from rlscale.dist import worker_attempt
+from rlscale.manifest import Continued, Segment, read_manifest
 from rlscale.paths import atomic_path
 from rlscale.resume import (
     RunIdentity,
@@ -232,7 +234,7 @@ class TestStartOverNote:
     ],
 )
 def test_why_a_segment_began(first_iteration, environ, began):
-    assert why_segment_began(first_iteration, environ) == began
+    assert why_segment_began(first_iteration, worker_attempt(environ), environ) == began
 
 
 class TestResumeAuto:
@@ -360,6 +362,49 @@ class TestResumeAuto:
             "rlscale train: error: --checkpoint_interval must be at least 1 (got 0)"
         ]
         assert not (tmp_path / "logs").exists()
+
+
+class TestRestarts:
+    @pytest.mark.parametrize("path", ELASTIC_PATHS)
+    def test_a_restarted_group_continues_from_its_checkpoint(self, tmp_path, path):
+        """Rank 1 crashes at iteration 3 of torchrun's first attempt only; under --max_restarts 1 torchrun restarts the
+        group, and every rank continues the same run directory from its newest checkpoint, as --resume auto would,
+        though none was asked for. The run completes; each rank's manifest keeps the crashed attempt's segment, then
+        the restart's from the checkpoint's iteration, with every iteration recorded once."""
+        library, framework = path
+        result = rlscale(
+            "train_multigpu", "--num_gpus", "2", "--task", "Isaac-Cartpole-Direct", "--num_envs", "16",
+            "--device", "cpu", "--rl_library", library, "--ml_framework", framework, "--max_iterations", "5",
+            "--checkpoint_interval", "2", "--max_restarts", "1", "--log_root", str(tmp_path),
+            env={**ENV, "RLSCALE_INJECT_FAULT": "crash:rank=1,iteration=3,attempt=0"},
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        [manifest] = rank0_manifests(tmp_path)
+        run_dir, checkpoint = Path(manifest["run_dir"]), Path(manifest["resumed_from"])
+        start = manifest["start_iteration"]
+        assert checkpoint.is_relative_to(run_dir) and 0 < start <= 3
+        assert [line for line in result.stdout.splitlines() if line.startswith("[rlscale] restart")] == [
+            f"[rlscale] restart 1 of 1 after a failed rank: continuing from {checkpoint.name} ({start}/5) in {run_dir}"
+        ]
+        rank1 = json.loads((run_dir / "rank_1" / "manifest.json").read_text())
+        assert rank1["resumed_from"] == str(checkpoint) and len(set(manifest["rank_param_digests"])) == 1
+        for rank_dir in (run_dir, run_dir / "rank_1"):
+            recorded = read_manifest(rank_dir / "manifest.json")
+            began = [(segment.began, segment.status, segment.first_iteration) for segment in recorded.segments]
+            assert began == [("start", "crashed", 0), ("restart", "completed", start)], rank_dir
+            assert recorded.segments[0].last_iteration >= start - 1
+            assert [record.iteration for record in recorded.iterations] == list(range(5))
+
+
+@pytest.mark.parametrize("status", ["interrupted", "running", "crashed"])
+def test_a_restart_keeps_the_failed_attempt_crashed(status):
+    """torchrun restarts a group only after a rank failed: the attempt's segment is kept as crashed, whatever this rank
+    recorded when torchrun stopped it (interrupted), or had no time to (running: SIGKILLed)."""
+    earlier = Segment("2026-01-01T00:00:00+00:00", 2, 16, 0, 4, 10.0, "interrupted", "start")
+    failed = Segment("2026-01-01T01:00:00+00:00", 2, 16, 5, None, None, status, "resume")
+    continued = Continued((earlier, failed), ({"iteration": 0},))
+    kept = continued.after_a_failure()
+    assert kept == Continued((earlier, dataclasses.replace(failed, status="crashed")), continued.iterations)
 
 
 RESUME_TASK = "Isaac-Cartpole-Direct"  # its rl_games and skrl configs normalise observations

@@ -43,6 +43,11 @@ COLLECTIVE_TIMEOUT_ENV = "RLSCALE_COLLECTIVE_TIMEOUT"
 """Seconds: the collective timeout itself, instead of the one sized from ``--hang_timeout``; it also gives a job
 without the watchdog (``--hang_timeout 0``) a backstop shorter than torch's default, as the backstop's test does."""
 
+RESTART_COUNT_ENV = "TORCHELASTIC_RESTART_COUNT"
+"""Set by torchrun for its workers: how often it restarted the worker group after a rank failed (``--max_restarts``)."""
+MAX_RESTARTS_ENV = "TORCHELASTIC_MAX_RESTARTS"
+"""Set by torchrun for its workers: the ``--max_restarts`` it was given."""
+
 MIN_COLLECTIVE_TIMEOUT_S = 60.0
 """Floor of the collective timeout, so a short test ``--hang_timeout`` does not cut a slow rendezvous short."""
 
@@ -90,6 +95,28 @@ def rank_info(environ: Mapping[str, str] | None = None) -> RankInfo:
 def logs_all_ranks(environ: Mapping[str, str] | None = None) -> bool:
     """Whether every rank of this job prints to the console (``--log_all_ranks``), not only global rank 0."""
     return (os.environ if environ is None else environ).get(LOG_ALL_RANKS_ENV) == "1"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """Which attempt of torchrun's worker group this process runs in: 0 is the first, and each restart after a failed
+    rank counts one more, up to ``max_restarts``; outside torchrun, attempt 0 of 0."""
+
+    number: int = 0
+    max_restarts: int = 0
+
+    @property
+    def restarted(self) -> bool:
+        return self.number > 0
+
+    def describe(self) -> str:
+        return f"restart {self.number} of {self.max_restarts}"
+
+
+def worker_attempt(environ: Mapping[str, str] | None = None) -> Attempt:
+    """This worker group's attempt, as torchrun counts it in the workers' environment."""
+    env = os.environ if environ is None else environ
+    return Attempt(int(env.get(RESTART_COUNT_ENV) or 0), int(env.get(MAX_RESTARTS_ENV) or 0))
 
 
 def rank_cuda_index(rank: RankInfo, cuda_device_count: int) -> int:

@@ -8,6 +8,10 @@ iteration (from ``iteration=I`` on, if given), a straggler that the others wait 
 ``probe_hang:world_size=W[,unless=NAME[=VALUE]][,rank=R]`` is ``nccl_probe``'s instead (:class:`ProbeFault`): its
 ranks block before the all-reduce in a job of W ranks, unless the environment sets NAME, as a transport that hangs
 until one NCCL variable is set would. Training ignores it. Unset, nothing happens.
+
+A training fault fires in every attempt of torchrun's worker group, unless ``attempt=A`` names one: A counts torchrun's
+restarts (``TORCHELASTIC_RESTART_COUNT``), so ``crash:rank=1,iteration=3,attempt=0`` crashes the first attempt only and
+lets the group that ``--max_restarts`` starts after it run on.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rlscale.dist import worker_attempt
 from rlscale.heartbeat import renew
 
 if TYPE_CHECKING:
@@ -42,6 +47,8 @@ class Fault:
     iteration: int
     seconds: float = 0.0
     """How long a ``stall`` or each ``delay`` lasts."""
+    attempt: int | None = None
+    """The attempt of torchrun's worker group it fires in (:class:`rlscale.dist.Attempt`); None: every attempt."""
 
     def trigger_if_due(self, rank: int, iteration: int, parameters: PolicyParameters | None = None) -> None:
         """Raise, block, stall or nudge ``parameters`` when this rank reaches the fault's iteration (a ``delay``: at
@@ -127,7 +134,7 @@ def _probe_kind(spec: str) -> bool:
 
 def parse_fault(spec: str) -> Fault:
     """Parse ``kind:rank=R,iteration=I`` (``stall`` also takes ``,seconds=S``; ``delay`` takes ``rank=R,seconds=S``
-    and an optional ``iteration``, 0 by default).
+    and an optional ``iteration``, 0 by default); any kind takes an optional ``,attempt=A``.
 
     Raises:
         ValueError: for any other form.
@@ -137,21 +144,25 @@ def parse_fault(spec: str) -> Fault:
         values = dict(field.split("=", 1) for field in fields.split(","))
         seconds = values.pop("seconds", None)
         iteration = values.pop("iteration", "0" if kind == "delay" else None)
-        fault = Fault(kind, int(values.pop("rank")), int(iteration), float(seconds or 0))
+        attempt = values.pop("attempt", None)
+        attempt = None if attempt is None else int(attempt)
+        fault = Fault(kind, int(values.pop("rank")), int(iteration), float(seconds or 0), attempt)
     except (KeyError, TypeError, ValueError):
         raise ValueError(f"{ENV_VAR}={spec!r}: expected e.g. crash:rank=1,iteration=3") from None
     seconds_ok = (kind in TIMED_KINDS) == (seconds is not None) and 0 <= fault.seconds < float("inf")
-    if kind not in KINDS or values or fault.rank < 0 or fault.iteration < 0 or not seconds_ok:
+    attempt_ok = fault.attempt is None or fault.attempt >= 0
+    if kind not in KINDS or values or fault.rank < 0 or fault.iteration < 0 or not seconds_ok or not attempt_ok:
         raise ValueError(
             f"{ENV_VAR}={spec!r}: kind is one of {', '.join(KINDS)}, with only rank and iteration >= 0 "
             "(and seconds >= 0 for stall and delay, e.g. stall:rank=1,iteration=3,seconds=8 or "
-            "delay:rank=1,seconds=0.5)"
+            "delay:rank=1,seconds=0.5; attempt >= 0 to fire in that attempt of torchrun's workers only)"
         )
     return fault
 
 
 def fault_from_environment(world_size: int | None = None) -> Fault | None:
-    """The training fault ``$RLSCALE_INJECT_FAULT`` asks for, or None (also for a probe's, checked all the same).
+    """The training fault ``$RLSCALE_INJECT_FAULT`` asks for in this attempt of the worker group, or None (also for a
+    probe's, or one of another attempt, checked all the same).
 
     Raises:
         ValueError: for a malformed spec, or one naming a rank outside a job of ``world_size`` ranks (it would never
@@ -167,6 +178,8 @@ def fault_from_environment(world_size: int | None = None) -> Fault | None:
             f"{ENV_VAR}={spec!r}: rank {fault.rank} does not exist in a job of {world_size} rank(s); "
             f"name a rank in 0..{world_size - 1}"
         )
+    if fault is not None and fault.attempt not in (None, worker_attempt().number):
+        return None
     return fault
 
 

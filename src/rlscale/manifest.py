@@ -369,6 +369,15 @@ class Continued:
     """Their iteration records before the checkpoint it continues from, as written: those it does not train again
     (an invocation killed outright recorded none)."""
 
+    def after_a_failure(self) -> Continued:
+        """What a restart of torchrun's worker group keeps: the same, the failed attempt's segment (the last) marked
+        ``crashed``. torchrun restarts the group only after a rank failed; this rank may have recorded the stop that
+        followed (``interrupted``), or nothing (``running``: SIGKILLed while blocked in a collective)."""
+        if not self.segments or self.segments[-1].status not in ("running", "interrupted"):
+            return self
+        failed = dataclasses.replace(self.segments[-1], status="crashed")
+        return dataclasses.replace(self, segments=(*self.segments[:-1], failed))
+
 
 def continued_run(path: Path, start_iteration: int) -> Continued:
     """What the manifest at ``path`` holds of the run that an invocation starting at ``start_iteration`` continues;

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlscale.dist import Attempt
 from rlscale.manifest import MANIFEST_NAME, InvalidManifest, RunArgs, RunManifest, read_manifest
 
 AUTO = "auto"
@@ -123,11 +124,11 @@ def continue_command(program: str, argv: Sequence[str]) -> str:
     return shlex.join([*program.split(), *kept, "--resume", AUTO])
 
 
-def why_segment_began(first_iteration: int, environ: Mapping[str, str]) -> str:
-    """Why an invocation starting at ``first_iteration`` began (:data:`rlscale.manifest.SEGMENT_CAUSES`): torchrun
-    counts its restarts of the workers in their environment, and SLURM its requeues of the job in the job's; otherwise
-    a checkpoint to start from makes it a resume."""
-    if int(environ.get("TORCHELASTIC_RESTART_COUNT") or 0) > 0:
+def why_segment_began(first_iteration: int, attempt: Attempt, environ: Mapping[str, str]) -> str:
+    """Why an invocation starting at ``first_iteration`` began (:data:`rlscale.manifest.SEGMENT_CAUSES`): a restarted
+    worker group's ``attempt``, or a job that SLURM counts as requeued in its environment; otherwise a checkpoint to
+    start from makes it a resume."""
+    if attempt.restarted:
         return "restart"
     if int(environ.get("SLURM_RESTART_COUNT") or 0) > 0:
         return "requeue"

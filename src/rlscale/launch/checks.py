@@ -1,5 +1,5 @@
-"""Checks of a launch's topology flags (nodes, node rank, ports, addresses) and of its NCCL environment: each
-refusal is a :class:`LaunchError` naming the flag, the value seen and the fix, raised before any rank starts."""
+"""Checks of a launch's topology flags (nodes, node rank, ports, addresses), its restarts and its NCCL environment:
+each refusal is a :class:`LaunchError` naming the flag, the value seen and the fix, raised before any rank starts."""
 
 from __future__ import annotations
 
@@ -60,6 +60,27 @@ def check_topology(args: Namespace, jax: bool) -> None:
         raise LaunchError(
             f"--nnodes={args.nnodes} needs an address every node can reach: --master_addr HOST --master_port PORT, "
             "or --rdzv_backend c10d --rdzv_endpoint HOST:PORT."
+        )
+
+
+def check_restarts(args: Namespace, jax: bool) -> None:
+    """Validate ``--max_restarts`` (made an integer) where torchrun can restart the workers."""
+    if args.max_restarts is None:
+        return
+    if jax:
+        raise LaunchError(
+            "--max_restarts: skrl's JAX launcher (--rl_library skrl --ml_framework jax) never restarts its ranks, so a "
+            "failed rank ends the job; drop --max_restarts, or train skrl with --ml_framework torch under torchrun."
+        )
+    args.max_restarts = int_in("--max_restarts", str(args.max_restarts), 0)
+    # torchrun's static rendezvous hands each attempt the store of the first, where a restarted group can read the
+    # failed group's addresses and never connect.
+    static = args.rdzv_backend in (None, "static")
+    if args.max_restarts and static and (args.master_port or args.rdzv_endpoint or (args.nnodes or "1") != "1"):
+        raise LaunchError(
+            f"--max_restarts {args.max_restarts} needs torchrun's c10d rendezvous, which gives each restart a store of "
+            "its own; the static one (--master_port) keeps the failed group's. Use --rdzv_backend c10d "
+            "--rdzv_endpoint HOST:PORT, or on one node leave --master_port out."
         )
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlscale.argparsing import OneLineParser
-from rlscale.launch.checks import LaunchError, check_nccl_environment, check_topology, seconds
+from rlscale.launch.checks import LaunchError, check_nccl_environment, check_restarts, check_topology, seconds
 from rlscale.launch.gpus import GpuCounter, nvidia_hardware_present, nvml_device_count
 from rlscale.launch.placement import CPU_BINDINGS
 from rlscale.launch.ranks import GpuEvidence, available_cpus, cpu_ranks_short_of_cores, resolve_ranks
@@ -239,6 +239,7 @@ def validate_launch(
     jax = uses_skrl_jax(args, forwarded)
     if jax and not cfg.supports_jax:
         raise LaunchError(f"{cfg.prog} does not support skrl with --ml_framework jax; use --ml_framework torch.")
+    check_restarts(args, jax)  # before the torchrun-only options: it says why skrl's JAX launcher cannot restart
     if jax:
         given = [f"--{name}" for name in TORCHRUN_ONLY_ARGS if getattr(args, name) is not None]
         if given:

@@ -17,6 +17,11 @@ Startup (imports, building the task and the library, the rendezvous, first CUDA/
 can take minutes and is not timed: a rank's clock starts at its first heartbeat past ``startup``, and nothing is
 judged until every local rank got there. The process-group timeout (:func:`rlscale.dist.collective_timeout`) covers
 a rank that never does.
+
+A rank whose process has ended is not judged either: it cannot hang, and torchrun either ends the job or, under
+``--max_restarts``, starts the group again. So the time from a failed attempt to its restarted ranks' first heartbeat
+counts as no hang, even for a rank that torchrun had to SIGKILL (no ``finished`` heartbeat); a restarted rank's
+heartbeat, from a new process, takes its predecessor's place.
 """
 
 from __future__ import annotations
@@ -28,6 +33,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlscale.heartbeat import PHASES, SUFFIX
+
+
+def process_running(pid: int) -> bool:
+    """Whether process ``pid`` runs; an exited one that its parent has not reaped yet (a zombie) does not."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 @dataclass
@@ -61,15 +76,22 @@ class HangWatch:
         local_ranks: Ranks this node runs; until each has a heartbeat past ``startup`` nothing is judged.
         timeout_s: Seconds without progress that count as a hang.
         clock: Monotonic clock (injectable for tests).
+        running: Whether the process of a pid runs (injectable for tests).
     """
 
     def __init__(
-        self, directory: str | Path, local_ranks: int, timeout_s: float, clock: Callable[[], float] = time.monotonic
+        self,
+        directory: str | Path,
+        local_ranks: int,
+        timeout_s: float,
+        clock: Callable[[], float] = time.monotonic,
+        running: Callable[[int], bool] = process_running,
     ) -> None:
         self.directory = Path(directory)
         self.local_ranks = local_ranks
         self.timeout_s = timeout_s
         self.clock = clock
+        self.running = running
         self.seen: dict[int, _Seen] = {}
         self.stall: str | None = None
         """The report once a stall was found."""
@@ -91,7 +113,9 @@ class HangWatch:
     def check(self) -> str | None:
         """Poll, then return a report naming the stalled ranks (and those waiting for them), or None."""
         self.poll()
-        active = {rank: seen for rank, seen in self.seen.items() if seen.phase != "finished"}
+        active = {
+            rank: seen for rank, seen in self.seen.items() if seen.phase != "finished" and self.running(seen.key[0])
+        }
         if len(self.seen) < self.local_ranks or not active:
             return None
         slowest = min(seen.position for seen in active.values())

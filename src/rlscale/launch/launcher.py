@@ -77,10 +77,12 @@ def job_environment(
     run_spec: Path | None = None,
     placement: NodePlacement | None = None,
     log_all_ranks: bool = False,
+    max_restarts: int = 0,
 ) -> dict:
     """The ranks' environment: the caller's, plus what lets the ranks agree on a run directory, report back, beat for
     the hang watchdog, size their collective timeout, notice this launcher's death, find their resolved spec and their
-    CPUs (none for ranks this launcher does not place), and print to the console (torchrun ranks, ``log_all_ranks``).
+    CPUs (none for ranks this launcher does not place), print to the console (torchrun ranks, ``log_all_ranks``), and
+    lets torchrun restart them (``max_restarts``).
 
     The caller's ``NCCL_*`` variables pass unchanged: some hosts need NVLink multicast kept off through them.
     """
@@ -103,6 +105,11 @@ def job_environment(
     if log_all_ranks and not skrl_jax:
         env[LOG_ALL_RANKS_ENV] = "1"
         env.setdefault("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", RANK_PREFIX_TEMPLATE)
+    if max_restarts:
+        # torchrun's c10d rendezvous shares one store among all attempts by default, where a restarted group can
+        # read the failed group's addresses (gloo) or NCCL id and never connect; unshared, each attempt's rank 0
+        # hosts its own.
+        env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
     if skrl_jax:
         env["LOCAL_WORLD_SIZE"] = str(nproc_per_node)  # skrl's JAX launcher sets no local world size
         env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave the GPU's memory to the torch task
@@ -324,6 +331,7 @@ def start_launch(launch: Launch, environ: Mapping[str, str] | None = None) -> in
             run_spec=None if launch.spec is None else write_spec(launch.spec, Path(status_dir)),
             placement=launch.placement,
             log_all_ranks=args.log_all_ranks,
+            max_restarts=args.max_restarts or 0,
         )
         stops = StopSignals()
         code = run_supervised(

@@ -43,6 +43,9 @@ def run_rank(main: Callable[[list[str]], int], argv: list[str]) -> int:
     supervisor = os.environ.get(SUPERVISOR_PID_ENV)
     guard_rank(rank, int(supervisor) if supervisor else None)
     heartbeat.beat("startup")
+    status_dir = os.environ.get(STATUS_DIR_ENV)
+    if status_dir:  # a restarted rank's predecessor left its status: the launcher's summary is of the last attempt
+        Path(status_dir, f"rank_{rank}.json").unlink(missing_ok=True)
     status: dict = {"exit_code": 1, "error": None}
     try:
         status["exit_code"] = record(main)(argv)
@@ -59,7 +62,6 @@ def run_rank(main: Callable[[list[str]], int], argv: list[str]) -> int:
         if status["exit_code"] != 0:
             status["failed_at"] = time.time()  # the ranks of a node share its clock
         heartbeat.beat("finished")
-        status_dir = os.environ.get(STATUS_DIR_ENV)
         if status_dir:
             # Atomically: the launcher may read the file while the job runs (skrl JAX), and half a file is no JSON.
             write_atomic(Path(status_dir, f"rank_{rank}.json"), json.dumps(status))

@@ -16,14 +16,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlscale.device import Device
-from rlscale.dist import collective_timeout, logs_all_ranks, rank_info
+from rlscale.dist import collective_timeout, logs_all_ranks, rank_info, worker_attempt
 from rlscale.faults import Fault, fault_from_environment
 from rlscale.heartbeat import beat
-from rlscale.resume import AUTO, why_segment_began
+from rlscale.resume import why_segment_began
 from rlscale.run.boundary_stop import boundary_stop_line, boundary_stop_record, stop_if_asked
 from rlscale.run.rank import allow_tf32, place_rank
 from rlscale.run.spec import RunSpec
-from rlscale.run.start import auto_resume, check_continuation, resolve_seed, run_directory, tracker_run
+from rlscale.run.start import (
+    check_continuation,
+    continued_record,
+    resolve_seed,
+    run_directory,
+    starting_point,
+    tracker_run,
+)
 from rlscale.run.stop_signals import INTERRUPTED_EXIT_CODE, StopRequest, interrupt_on_stop_signals
 
 if TYPE_CHECKING:
@@ -212,7 +219,7 @@ def prepare(spec: RunSpec) -> _Run:
     # start together, so none has made a folder yet, and each one's take-back (discard_run_directory) reaches as high,
     # whichever rank is out last.
     created = next((folder for folder in reversed((log_dir, *log_dir.parents)) if not folder.exists()), None)
-    from rlscale.manifest import MANIFEST_NAME, Continued, Manifest, Segment, continued_run, device_description
+    from rlscale.manifest import MANIFEST_NAME, Manifest, Segment, device_description
     from rlscale.rl import load_adapter
     from rlscale.rl.common import TrainContext
     from rlscale.rl.dist_compat import use_collective_timeout, use_gloo_for_cpu_ranks
@@ -228,18 +235,12 @@ def prepare(spec: RunSpec) -> _Run:
     adapter = load_adapter(spec.rl_library)
     agent_cfg, seed = spec.agent_cfg, resolve_seed(spec)
     iterations = spec.max_iterations or adapter.default_iterations(agent_cfg)
-    if spec.resume == AUTO:
-        resume, start = auto_resume(adapter, run_dir, agent_cfg, spec.ml_framework, iterations, rank.is_main)
-        iterations -= start  # the rest of the run's total
-    else:
-        resume = spec.resume_path
-        start = adapter.checkpoint_iteration(resume, agent_cfg) if resume else 0
+    attempt = worker_attempt()  # a restarted worker group goes on as --resume auto would
+    resume, start, iterations = starting_point(spec, adapter, run_dir, iterations, attempt, rank.is_main)
     check_continuation(spec, rank, run_dir)
-    # A continued run keeps the segments and iterations its manifest recorded; each rank keeps those of the
-    # invocations it ran in.
-    continued = continued_run(log_dir / MANIFEST_NAME, start) if spec.resume == AUTO else Continued()
-    tracker = tracker_run(spec, rank, log_dir, seed)
-    segment = Segment.starting_now(rank.world_size, spec.num_envs, start, why_segment_began(start, os.environ))
+    continued = continued_record(spec, attempt, log_dir / MANIFEST_NAME, start)
+    tracker = tracker_run(spec, rank, log_dir, seed, attempt)
+    segment = Segment.starting_now(rank.world_size, spec.num_envs, start, why_segment_began(start, attempt, os.environ))
     manifest = Manifest(
         log_dir / MANIFEST_NAME,
         segment,
