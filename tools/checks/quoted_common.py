@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 PERFORMANCE = "docs/performance.md"
@@ -59,3 +59,10 @@ def with_interval(values: Iterable[float]) -> str:
     """``median [low–high]``: the median and its order-statistic interval (the range, for 5 values)."""
     median, low, high, _ = median_and_bounds(values)
     return f"{median:.2f} [{low:.2f}–{high:.2f}]"
+
+
+def csv_text(rows: list[dict], columns: Sequence[str]) -> str:
+    """``rows`` as CSV with ``columns``: floats to 4 decimals, as the committed tables are written."""
+    lines = [",".join(columns)]
+    lines += [",".join(f"{row[c]:.4f}" if isinstance(row[c], float) else str(row[c]) for c in columns) for row in rows]
+    return "\n".join(lines) + "\n"

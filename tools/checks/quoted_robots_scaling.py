@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from quoted_common import Quote
+from quoted_common import Quote, csv_text
 from quoted_scaling_model import BOUNDS, cost_args
 
 from rlscale.cli import main as rlscale
@@ -77,12 +77,6 @@ def prediction_rows(root: Path = ROOT) -> list[dict]:
     return rows
 
 
-def csv_text(rows: list[dict]) -> str:
-    lines = [",".join(COLUMNS)]
-    lines += [",".join(f"{row[c]:.4f}" if isinstance(row[c], float) else str(row[c]) for c in COLUMNS) for row in rows]
-    return "\n".join(lines) + "\n"
-
-
 def table_row(row: dict) -> str:
     cells = [row["robot"], str(row["world_size"])]
     for bound in BOUNDS:
@@ -109,7 +103,7 @@ def robots_scaling_quotes(root: Path = ROOT) -> list[Quote]:
         Quote(README, f"the prediction of the {row['robot']} at {row['world_size']} GPUs", table_row(row))
         for row in rows
     ]
-    lines = csv_text(rows).splitlines()
+    lines = csv_text(rows, COLUMNS).splitlines()
     quotes += [Quote(str(FOLDER / "predictions.csv"), "a line of the prediction", line) for line in lines]
     return quotes
 
@@ -117,7 +111,7 @@ def robots_scaling_quotes(root: Path = ROOT) -> list[Quote]:
 def main(argv: list[str]) -> int:
     rows = prediction_rows()
     if "--write" in argv:
-        (ROOT / FOLDER / "predictions.csv").write_text(csv_text(rows))
+        (ROOT / FOLDER / "predictions.csv").write_text(csv_text(rows, COLUMNS))
     print("\n".join(table_row(row) for row in rows))
     return 0
 

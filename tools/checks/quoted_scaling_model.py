@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from quoted_common import LIBRARY_ROWS, Quote
+from quoted_common import LIBRARY_ROWS, Quote, csv_text
 
 from rlscale.cli import main as rlscale
 
@@ -104,12 +104,6 @@ def check_rows(root: Path = ROOT) -> list[dict]:
     return rows
 
 
-def csv_text(rows: list[dict]) -> str:
-    lines = [",".join(COLUMNS)]
-    lines += [",".join(f"{row[c]:.4f}" if isinstance(row[c], float) else str(row[c]) for c in COLUMNS) for row in rows]
-    return "\n".join(lines) + "\n"
-
-
 def table_row(row: dict) -> str:
     cells = [row["library"], f"{row['envs_per_rank']:,}".replace(",", " "), f"{row['measured_efficiency']:.2f}"]
     for bound in BOUNDS:
@@ -148,7 +142,9 @@ def scaling_model_quotes(root: Path = ROOT) -> list[Quote]:
         Quote(README, f"the check's row of {row['library']}, {row['envs_per_rank']} envs", table_row(row))
         for row in rows
     ]
-    quotes += [Quote(str(MODEL / "check.csv"), "a line of the check", line) for line in csv_text(rows).splitlines()]
+    quotes += [
+        Quote(str(MODEL / "check.csv"), "a line of the check", line) for line in csv_text(rows, COLUMNS).splitlines()
+    ]
     for document in (README, BENCHMARKS_DOC):
         quotes += [
             Quote(document, "the probe's 1 MiB all-reduce", f"{seconds * 1e6:.0f} µs"),
@@ -161,7 +157,7 @@ def scaling_model_quotes(root: Path = ROOT) -> list[Quote]:
 def main(argv: list[str]) -> int:
     rows = check_rows()
     if "--write" in argv:
-        (ROOT / MODEL / "check.csv").write_text(csv_text(rows))
+        (ROOT / MODEL / "check.csv").write_text(csv_text(rows, COLUMNS))
     print("\n".join(table_row(row) for row in rows))
     print(f"latency bound: {error_span(rows, 'latency')}; bandwidth bound: {error_span(rows, 'bandwidth')}")
     return 0

@@ -11,13 +11,13 @@ import ctypes
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 GpuCounter = Callable[[], int]
+T = TypeVar("T")
 
 NVML_LIBRARY = "libnvidia-ml.so.1"
 """The NVML library every NVIDIA Linux driver installs."""
-
 
 _NVML_STRING_SIZE = 96
 """NVML_DEVICE_UUID_V2_BUFFER_SIZE and NVML_DEVICE_NAME_V2_BUFFER_SIZE."""
@@ -169,11 +169,7 @@ def gpu_cpu_affinities(
         OSError: when the library cannot be loaded.
         NvmlError: when an NVML call fails, e.g. for a MIG instance's ``MIG-`` id, which names no whole GPU.
     """
-    nvml = Nvml(load_library=load_library)
-    try:
-        return [nvml.cpu_affinity(nvml.handle_by_name(gpu)) for gpu in gpu_ids]
-    finally:
-        nvml.shutdown()
+    return _each_gpu(gpu_ids, Nvml.cpu_affinity, load_library)
 
 
 def free_gpu_memory(gpu_ids: Sequence[str], load_library: Callable[[str], Any] = ctypes.CDLL) -> list[int]:
@@ -184,9 +180,14 @@ def free_gpu_memory(gpu_ids: Sequence[str], load_library: Callable[[str], Any] =
         OSError: when the library cannot be loaded.
         NvmlError: when an NVML call fails, e.g. for a MIG instance's ``MIG-`` id, which names no whole GPU.
     """
+    return _each_gpu(gpu_ids, Nvml.free_bytes, load_library)
+
+
+def _each_gpu(gpu_ids: Sequence[str], read: Callable[[Nvml, Any], T], load_library: Callable[[str], Any]) -> list[T]:
+    """``read`` of each GPU named as in ``CUDA_VISIBLE_DEVICES``, through one NVML session."""
     nvml = Nvml(load_library=load_library)
     try:
-        return [nvml.free_bytes(nvml.handle_by_name(gpu)) for gpu in gpu_ids]
+        return [read(nvml, nvml.handle_by_name(gpu)) for gpu in gpu_ids]
     finally:
         nvml.shutdown()
 
