@@ -23,6 +23,7 @@ def stop_if_asked(request: StopRequest | None, rank: RankInfo, device: str, iter
     from rlscale.rl.common import StopAtBoundary
 
     if request is not None and any_rank(request.signal is not None, rank, device):
+        request.at_boundary()
         raise StopAtBoundary(iteration)
 
 

@@ -17,12 +17,17 @@ from __future__ import annotations
 import enum
 import os
 import signal
+import threading
 import time
 from collections.abc import Mapping
 from types import FrameType
 
 SIGNAL_BURST_S = 2.0
 """A stop signal this soon after the one that opened its burst is the same request delivered again."""
+
+STOP_WAIT_S = 15.0
+"""How long a rank asked to stop waits for the next iteration boundary before it stops at once: a hung rank never
+reaches one, and torchrun kills its workers 30 s after it forwards a stop."""
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
 """The signals that ask a run to stop: Ctrl-C, what Snakemake, SLURM and the launchers send, and the warning a SLURM
@@ -102,6 +107,19 @@ class StopRequest:
         self.signal: int | None = None
         """The first stop signal (None: none yet); while deferred, the ranks stop at the next boundary once any has
         one."""
+        self._deadline: threading.Timer | None = None
+
+    def defer(self, signum: int) -> None:
+        """Keep ``signum`` for the next boundary; unless :meth:`at_boundary` comes within :data:`STOP_WAIT_S`, the
+        process signals itself again then, which stops it at once."""
+        self._deadline = threading.Timer(STOP_WAIT_S, os.kill, (os.getpid(), signum))
+        self._deadline.daemon = True
+        self._deadline.start()
+
+    def at_boundary(self) -> None:
+        """The ranks stop at this boundary: no later signal of this request's may cut its record short."""
+        if self._deadline is not None:
+            self._deadline.cancel()
 
 
 def interrupt_on_stop_signals(announce: bool = False) -> StopRequest:
@@ -121,12 +139,13 @@ def interrupt_on_stop_signals(announce: bool = False) -> StopRequest:
         if arrival is Arrival.FIRST:
             request.signal = signum
         if arrival is Arrival.FIRST and request.deferred:
+            request.defer(signum)
             if request.announce:  # os.write: print may be the call this handler interrupted
                 name = signal.Signals(signum).name
                 os.write(
                     2,
-                    f"[rlscale] {name}: stopping at the end of this iteration, with a checkpoint (a stop signal "
-                    f"after {SIGNAL_BURST_S:g} s stops at once)\n".encode(),
+                    f"[rlscale] {name}: stopping at the end of this iteration, with a checkpoint (at once if it takes "
+                    f"over {STOP_WAIT_S:g} s, or on a stop signal after {SIGNAL_BURST_S:g} s)\n".encode(),
                 )
             return
         raise KeyboardInterrupt
