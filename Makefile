@@ -66,8 +66,10 @@ test-study: setup
 # The extras end to end: W&B runs offline from one rank, grouped and resumed (tests/test_tracker.py), and `rlscale play`
 # and `evaluate` of every library's checkpoints (tests/test_play.py, but its robots' films, which test-robots runs), and
 # skrl's JAX backend on CPU ranks (trained and resumed, two ranks in sync, a crashed rank, the rank audit:
-# tests/library_paths.py), MJX's compile cache shared by a second process, and `rlscale doctor` finding the variable that
-# fixes a hanging probe (tests/test_doctor.py): about 5 minutes on 2 cores, kept out of `make test`; CI runs them.
+# tests/library_paths.py), rl_games' and skrl's runs restarted by torchrun and stopped with Ctrl-C, each continued from
+# its checkpoint (tests/test_resume.py), MJX's compile cache shared by a second process, and `rlscale doctor` finding the
+# variable that fixes a hanging probe (tests/test_doctor.py): about 7 minutes on 2 cores, kept out of `make test`; CI
+# runs them.
 test-extras: setup
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "extras and not robots"
 
