@@ -445,7 +445,8 @@ def timed_out(multinode_jobs, tmp_path_factory) -> SimpleNamespace:
     """A 2-node train job that would run for hours, submitted with a 1-minute time limit."""
     workdir = tmp_path_factory.mktemp("time_limit")
     job = {**multinode_jobs["train_multinode"]}
-    job["resources"] = {**job["resources"], "runtime": 1}
+    # Without the profile's warning signal (USR1 300 s before the limit), which would stop and requeue it at once.
+    job["resources"] = {**job["resources"], "runtime": 1, "slurm_extra": ""}
     job_id = submit_on_cpu(job, workdir, max_iterations=ENDLESS)
     # slurmctld checks time limits every 30 s; then SIGTERM, and SIGKILL KillWait (10 s) later.
     state = wait_until_finished(job_id, timeout=180)
