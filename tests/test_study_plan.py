@@ -399,3 +399,42 @@ def test_command_line_and_profile_mistakes(args, profile, line, tmp_path):
     lines = (result.stdout + result.stderr).splitlines()
     assert result.returncode != 0 and [text for text in lines if text.startswith("config:")] == [line], lines[-8:]
     assert sorted(path.name for path in tmp_path.iterdir()) == (["mine"] if profile else [])
+
+
+def test_a_warning_signal_that_would_come_at_once_is_refused(tmp_path):
+    """A train job whose time limit does not outlast its warning signal would stop and requeue itself as it starts:
+    the dry run stops on the train jobs' resolved resources, in one line naming the shortest runtime that works. A
+    --set-resources on the command line says which of the profiles' entries it dropped."""
+    overrides = ["--set-resources", "train:runtime=6", "train:cpus_per_gpu=4"]
+    result = dry_run(tmp_path, "--profile", str(SLURM_PROFILE), *overrides)
+    lines = [text.strip() for text in (result.stdout + result.stderr).splitlines()]
+    # The command line's --set-resources replaces the profile's whole list, its warning signal with it: said first.
+    dropped = next(text for text in lines if text.startswith("config: the command line's resource options"))
+    assert "train:slurm_extra='--signal=USR1@300'" in dropped and "parity:cpus_per_gpu=8" in dropped
+    assert "train:cpus_per_gpu=8" not in dropped
+    result = dry_run(tmp_path, "--profile", str(SLURM_PROFILE), *overrides, "train:slurm_extra='--signal=USR1@300'")
+    lines = [text.strip() for text in (result.stdout + result.stderr).splitlines()]
+    assert result.returncode != 0 and [text for text in lines if text.startswith("config: train")] == [
+        "config: train: runtime=6 minutes is not longer than its warning signal (--signal=USR1@300, sent up to 360 s "
+        "before the time limit), so every job would stop and requeue itself as it starts; set --set-resources "
+        "train:runtime=7 or more, or a shorter @seconds in its slurm_extra"
+    ], lines[-8:]
+    assert not (tmp_path / "logs").exists() and not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(
+    ("runtime", "slurm_extra", "refused"),
+    [(120, "--signal=USR1@300", False), (6, "--signal=USR1@300", True), (7, "--signal=B:USR1@300", False),
+     (2, "--signal=USR1", True), (3, "--signal USR1", False), (1, "", False), (None, "--signal=USR1@300", False),
+     (1, "--qos=long", False)],
+)  # fmt: skip
+def test_time_limit_against_the_warning_signal(runtime, slurm_extra, refused):
+    """A lead of @seconds (60 without), sent up to 60 s early, must end before the time limit; no --signal, or no
+    runtime (SLURM's default limit), is never refused."""
+    from rlscale.study.warning_signal import check_time_limit
+
+    if refused:
+        with pytest.raises(ValueError, match=r"every job would stop and requeue itself as it starts"):
+            check_time_limit("train", runtime, slurm_extra)
+    else:
+        check_time_limit("train", runtime, slurm_extra)

@@ -15,6 +15,7 @@ from rlscale.study.paths import JobKind
 from rlscale.study.plan import ENV_ONLY, StudyPlan
 from rlscale.study.stage_policy import STAGE_POLICIES
 from rlscale.study.time_left import report_time_left
+from rlscale.study.warning_signal import check_time_limit
 from rlscale.study.workflow_setup import job_environment, resolved_study
 
 # The config, resolved and checked (a bad one is one line naming the key); rules read STUDY and PLAN.
@@ -91,6 +92,22 @@ def grant(wildcards, resources):
     """The launcher's check of a single-node job: the GPUs Snakemake granted it (it shrinks a request to the
     --resources limit silently; the job refuses a grant other than its need)."""
     return f"--granted_gpus {resources.gpu}"
+
+
+def time_limit_of(rule):
+    """The params.time_limit function of a train rule: its jobs' runtime, refused before any job is submitted when
+    their warning signal (slurm_extra's --signal) would come as they start (rlscale.study.warning_signal).
+    """
+
+    def checked(wildcards, resources):
+        runtime = resources.get("runtime")
+        try:
+            check_time_limit(rule, runtime, resources.get("slurm_extra"))
+        except ValueError as error:
+            raise WorkflowError(f"config: {error}")
+        return runtime
+
+    return checked
 
 
 def rank_threads(wildcards):

@@ -21,6 +21,7 @@ rule train:
         job=job_of(JobKind.TRAIN),
         launcher="",
         grant=grant,
+        time_limit=time_limit_of("train"),
     shell:
         "{params.launcher}{PYTHON} -m rlscale.study run {params.job:q} {params.grant} > {log} 2>&1"
 
@@ -35,3 +36,4 @@ use rule train as train_multinode with:
         job=job_of(JobKind.TRAIN),
         launcher=srun,
         grant="",
+        time_limit=time_limit_of("train_multinode"),

@@ -100,6 +100,20 @@ def profile_config_dropped(layers: Sequence[ConfigLayer], given: Mapping) -> dic
     return dropped
 
 
+def profile_resources_dropped(resources: Sequence[tuple[str, str, str]]) -> list[str]:
+    """The profiles' per-job resource entries that the command line's own ``--set-resources`` or
+    ``--default-resources`` replaced, as written: Snakemake reads a profile's list as that option's default, so the
+    command line's list replaces all of it (the SLURM profile's warning signal and cores per GPU with it), not only the
+    entries it names. (``--resources``, the global limits, is not read from the command line: replacing is meant.)"""
+    given = {option for source, option, _ in resources if source.startswith("--")}
+    named = {entry.split("=", 1)[0] for source, _, entry in resources if source.startswith("--")}
+    return [
+        entry
+        for source, option, entry in resources
+        if not source.startswith("--") and option in given and entry.split("=", 1)[0] not in named
+    ]
+
+
 NUMERIC_RESOURCES = {
     "gpu": "8",
     "nodes": "2",

@@ -19,7 +19,12 @@ from rlscale.study.config import StudyConfigError, validated_config
 from rlscale.study.config_source import check_command_line, explicit_keys, study_config
 from rlscale.study.job_times import JOB_TIMES_ENV, STUDY_CALL_ENV
 from rlscale.study.plan_summary import plan_lines
-from rlscale.study.profiles import check_resources, profile_config_dropped, read_command_line
+from rlscale.study.profiles import (
+    check_resources,
+    profile_config_dropped,
+    profile_resources_dropped,
+    read_command_line,
+)
 from rlscale.study.snakemake_internals import append_config_args, config_given, configfiles_given, gpu_limit
 from rlscale.study.verdict import PARITY_METRICS_ENV
 
@@ -58,6 +63,11 @@ def resolved_study(workflow: Any, config: MutableMapping, argv: Sequence[str], l
         check_resources(command_line.resources)
     except ValueError as error:
         raise StudyConfigError(f"config: {error}") from None
+    if replaced := profile_resources_dropped(command_line.resources):
+        log(
+            f"config: the command line's resource options replace the profiles' whole lists; dropped: "
+            f"{', '.join(replaced)} (repeat on the command line those to keep)"
+        )
     study = validated_config(
         config,
         Path(workflow.basedir, "workflow", "schemas", "config.schema.yaml"),
