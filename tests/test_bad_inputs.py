@@ -233,6 +233,8 @@ CATALOGUE = [
     case("bench-unknown-flag", f"benchmark training {BENCH} --num_env 8", "--num_env 8", "did you mean --num_envs?"),
     case("bench-multigpu-num-envs-too-many", f"benchmark training_multigpu {BENCH} --num_gpus 2 --num_envs "
          "100000000000", "--num_envs 100000000000", "x 2 ranks", "envs per rank could fit"),
+    case("bench-multigpu-restarts", f"benchmark training_multigpu {BENCH} --num_gpus 2 --max_restarts 1",
+         "--max_restarts", "one uninterrupted run", "drop --max_restarts"),
     case("bench-unknown-task", "benchmark training --task Isaac-cartpole --device cpu", "--task",
          "'Isaac-cartpole'", "known tasks"),
     case("bench-ema-alpha", f"benchmark training {BENCH} --ema_alpha 2", "--ema_alpha", "2.0", "(0, 1]"),
@@ -268,6 +270,8 @@ CATALOGUE = [
          "did you mean --num_envs?"),
     case("play-unknown-flag", "play --checkpoint model_1.pt --camra front", "--camra front",
          "did you mean --camera?"),
+    case("evaluate-abbreviated-flag", "evaluate --checkpoint model_1.pt --num 3", "unrecognized", "--num 3",
+         "rlscale evaluate --help"),
     # --- the study config (overlay on config/config.yaml)
     case("study-world-size-zero", "world_sizes: [0, 2]", "world_sizes[0]", "0 is less than", "use a value >= 1",
          how="study"),

@@ -571,7 +571,7 @@ class TestForwarding:
         assert args.dry_run and forwarded == ["--task", "X"]
 
     def test_no_abbreviations(self):
-        """allow_abbrev=False: a prefix of a launcher option is forwarded, not interpreted."""
+        """No abbreviations (OneLineParser's default): a prefix of a launcher option is forwarded, not interpreted."""
         argv = resolve(["--num_gpu", "1"])
         assert argv[4] == "2" and argv[-3:] == ["--num_gpu", "1", "--distributed"]
 

@@ -22,7 +22,8 @@ def closest(word: str, choices: Iterable[str]) -> str | None:
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """Argument parser whose errors are one line on stderr and exit code 2, as every rlscale command's are.
+    """Argument parser whose errors are one line on stderr and exit code 2, as every rlscale command's are; it takes
+    no abbreviated option.
 
     The default prints the whole multi-line usage first, which buries the one line that matters. An unknown option
     is answered with the option spelled most like it (``--num_env``: did you mean ``--num_envs``?).
@@ -33,6 +34,11 @@ class OneLineParser(argparse.ArgumentParser):
     other_options: tuple[str, ...] = ()
     """Options the same command line accepts through another parser (a launcher's own, beside its ranks'), offered
     too when an unknown option is corrected."""
+
+    def __init__(self, *args, allow_abbrev: bool = False, **kwargs):
+        # No abbreviations: --check would be --checkpoint today and an error once another --check... option exists,
+        # and an abbreviation a launcher takes for its own never reaches the ranks.
+        super().__init__(*args, allow_abbrev=allow_abbrev, **kwargs)
 
     def parse_args(self, args=None, namespace=None):  # argparse's signature
         parsed, extras = self.parse_known_args(args, namespace)

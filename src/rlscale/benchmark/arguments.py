@@ -28,7 +28,7 @@ def command_name(workflow: Workflow, multigpu: bool) -> str:
 
 def workflow_parser(workflow: Workflow, prog: str) -> OneLineParser:
     """Every ``rlscale train`` option plus the workflow's own; torch-free."""
-    parser = OneLineParser(prog=prog, description=f"Benchmark: {workflow.description}.", allow_abbrev=False)
+    parser = OneLineParser(prog=prog, description=f"Benchmark: {workflow.description}.")
     add_train_arguments(parser)
     parser.set_defaults(log_job_type="benchmark")  # the stage a tracker run of it belongs to
     group = parser.add_argument_group("benchmark options")
@@ -79,7 +79,7 @@ def seed_from_seeds(parser: argparse.ArgumentParser, args: argparse.Namespace) -
 
 def refuse_early(workflow: Workflow, argv: list[str]) -> None:
     """Refuse the unsupported options and skrl JAX before the launcher's own checks, so the reason is the one shown."""
-    early = OneLineParser(prog=command_name(workflow, True), add_help=False, allow_abbrev=False)
+    early = OneLineParser(prog=command_name(workflow, True), add_help=False)
     add_unsupported(early)
     known, _ = early.parse_known_args([arg for arg in argv if arg not in ("-h", "--help")])
     for name, message in UNSUPPORTED.items():

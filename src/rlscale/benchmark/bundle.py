@@ -186,7 +186,7 @@ def main(argv: list[str]) -> int:
     """
     parser = OneLineParser(prog="rlscale bundle", description="Work with benchmark result bundles.")
     commands = parser.add_subparsers(dest="command", metavar="{validate}", required=True)
-    validate = commands.add_parser("validate", help="check bundles against the schema", allow_abbrev=False)
+    validate = commands.add_parser("validate", help="check bundles against the schema")
     validate.add_argument("files", nargs="+", type=Path, metavar="FILE")
     args = parser.parse_args(argv)
     for path in args.files:

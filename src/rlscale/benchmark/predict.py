@@ -25,7 +25,6 @@ PROG = "rlscale benchmark predict"
 def build_parser() -> OneLineParser:
     parser = OneLineParser(
         prog=PROG,
-        allow_abbrev=False,
         description="Predict iteration time, throughput and weak-scaling efficiency at N ranks from a 1-rank "
         "training bundle and the collectives' cost (docs/benchmarks.md, 'Predicting larger jobs').",
     )

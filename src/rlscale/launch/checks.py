@@ -63,10 +63,16 @@ def check_topology(args: Namespace, jax: bool) -> None:
         )
 
 
-def check_restarts(args: Namespace, jax: bool) -> None:
-    """Validate ``--max_restarts`` (made an integer) where torchrun can restart the workers."""
+def check_restarts(args: Namespace, jax: bool, measuring: str | None = None) -> None:
+    """Validate ``--max_restarts`` (made an integer) where torchrun can restart the workers; ``measuring``: the
+    launcher's name when it measures one uninterrupted run (a benchmark), which no restart may join."""
     if args.max_restarts is None:
         return
+    if measuring is not None:
+        raise LaunchError(
+            f"--max_restarts: {measuring} measures one uninterrupted run, and a restarted rank group's timings would "
+            "join the failed group's in one bundle; drop --max_restarts and rerun a benchmark that fails."
+        )
     if jax:
         raise LaunchError(
             "--max_restarts: skrl's JAX launcher (--rl_library skrl --ml_framework jax) never restarts its ranks, so a "

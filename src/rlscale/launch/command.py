@@ -56,6 +56,8 @@ class LauncherCfg:
         default_rl_library: Library used when ``--rl_library`` is not given.
         supports_jax: Whether ``--rl_library skrl --ml_framework jax`` may use skrl's JAX launcher.
         places_ranks: Whether it offers ``--cpu_binding`` and places its ranks (:mod:`rlscale.launch.placement`).
+        restarts_ranks: Whether ``--max_restarts`` may restart a failed rank group; a benchmark's bundle describes one
+            uninterrupted run, so its launchers refuse it.
     """
 
     prog: str
@@ -67,6 +69,7 @@ class LauncherCfg:
     default_rl_library: str = "rsl_rl"
     supports_jax: bool = True
     places_ranks: bool = True
+    restarts_ranks: bool = True
 
 
 TRAIN_MULTIGPU = LauncherCfg(
@@ -104,14 +107,13 @@ def benchmark_launcher_cfg(workflow: str, worker_script: str = WORKER_SCRIPT, *,
         worker_prefix_args=("--workflow", base),
         rl_libraries=tuple(LIBRARIES) if uses_library else (),
         supports_jax=False,
+        restarts_ranks=False,
     )
 
 
 def build_parser(cfg: LauncherCfg) -> argparse.ArgumentParser:
     """Build the launcher's parser; every argument it does not know is forwarded to the worker."""
-    parser = OneLineParser(
-        prog=cfg.prog, description=cfg.description, allow_abbrev=False, epilog="Other arguments go to every rank."
-    )
+    parser = OneLineParser(prog=cfg.prog, description=cfg.description, epilog="Other arguments go to every rank.")
     add = parser.add_argument
     if cfg.rl_libraries:
         add("--rl_library", choices=cfg.rl_libraries, default=cfg.default_rl_library, help="Training library.")
@@ -239,7 +241,8 @@ def validate_launch(
     jax = uses_skrl_jax(args, forwarded)
     if jax and not cfg.supports_jax:
         raise LaunchError(f"{cfg.prog} does not support skrl with --ml_framework jax; use --ml_framework torch.")
-    check_restarts(args, jax)  # before the torchrun-only options: it says why skrl's JAX launcher cannot restart
+    # Before the torchrun-only options: it says why skrl's JAX launcher cannot restart.
+    check_restarts(args, jax, None if cfg.restarts_ranks else cfg.prog)
     if jax:
         given = [f"--{name}" for name in TORCHRUN_ONLY_ARGS if getattr(args, name) is not None]
         if given:

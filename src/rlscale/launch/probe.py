@@ -36,7 +36,7 @@ def parse_probe_args(
     """Parse a rank's arguments (``--device cpu|cuda``, into a :class:`~rlscale.device.Device`; ``--sizes`` into
     bytes); torch-free, so the launcher checks them before a launch. ``other_options``: the launcher's own
     (:attr:`~rlscale.argparsing.OneLineParser.other_options`)."""
-    parser = OneLineParser(prog=prog, allow_abbrev=False)
+    parser = OneLineParser(prog=prog)
     parser.other_options = other_options
     parser.add_argument("--device", default="cuda", help="cpu (gloo) or cuda (NCCL, one GPU per local rank)")
     parser.add_argument(

@@ -33,7 +33,7 @@ TRACKER_OPTIONS = ("--logger", "--log_project_name", "--log_group", "--log_job_t
 
 def build_parser(prog: str = "rlscale train") -> OneLineParser:
     """``rlscale train``'s parser; ``prog`` names the command in error lines (a launcher checking its ranks' args)."""
-    parser = OneLineParser(prog=prog, description="Train a policy on one task with one RL library.", allow_abbrev=False)
+    parser = OneLineParser(prog=prog, description="Train a policy on one task with one RL library.")
     add_train_arguments(parser)
     return parser
 

@@ -18,12 +18,12 @@ from rlscale.study.job import Job
 
 
 def parser() -> OneLineParser:
-    parser = OneLineParser(prog="python -m rlscale.study", description=__doc__.splitlines()[0], allow_abbrev=False)
+    parser = OneLineParser(prog="python -m rlscale.study", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="run a study job", allow_abbrev=False)
+    run = commands.add_parser("run", help="run a study job")
     run.add_argument("job", type=job_record, help="the job's record (JSON)")
     run.add_argument("--granted_gpus", type=int, help="the rule's resources.gpu as Snakemake granted it (one node)")
-    plan = commands.add_parser("plan", help="save the command a train job will run", allow_abbrev=False)
+    plan = commands.add_parser("plan", help="save the command a train job will run")
     plan.add_argument("job", type=job_record, help="the train job's record (JSON)")
     plan.add_argument("--output", type=Path, required=True, help="text file for the resolved command")
     for command in (run, plan):

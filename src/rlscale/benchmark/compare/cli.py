@@ -34,7 +34,6 @@ def parser() -> OneLineParser:
         description="Run named variants of a benchmark interleaved (A B, B A, ...) over repeats, holding the host "
         "alone, and tabulate medians and paired ratios with order-statistic 95 % intervals. The arguments after `--` "
         "are common to every variant.",
-        allow_abbrev=False,
     )
     parser.add_argument(
         "--variant",

@@ -47,7 +47,6 @@ def build_parser() -> OneLineParser:
         description="The multi-GPU troubleshooting procedure for a task and library: a single-rank run, the resolved "
         "launch, nccl_probe at each world size, the topology, an NCCL_DEBUG=INFO rerun of a failing size and the "
         "NCCL workarounds one at a time. Ends with a report and, if one is needed, the export line for this machine.",
-        allow_abbrev=False,
     )
     add = parser.add_argument
     add("--task", required=True, help="task id of the single-rank run and the dry run (see `rlscale list_tasks`)")
