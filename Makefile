@@ -67,9 +67,9 @@ test-study: setup
 # and `evaluate` of every library's checkpoints (tests/test_play.py, but its robots' films, which test-robots runs), and
 # skrl's JAX backend on CPU ranks (trained and resumed, two ranks in sync, a crashed rank, the rank audit:
 # tests/library_paths.py), rl_games' and skrl's runs restarted by torchrun and stopped with Ctrl-C, each continued from
-# its checkpoint (tests/test_resume.py), MJX's compile cache shared by a second process, and `rlscale doctor` finding the
-# variable that fixes a hanging probe (tests/test_doctor.py): about 7 minutes on 2 cores, kept out of `make test`; CI
-# runs them.
+# its checkpoint (tests/test_resume.py), rl_games' and skrl's benchmark repeats in one process against fresh ones
+# (tests/test_benchmark.py), MJX's compile cache shared by a second process, and `rlscale doctor` finding the variable
+# that fixes a hanging probe (tests/test_doctor.py): about 9 minutes on 2 cores, kept out of `make test`; CI runs them.
 test-extras: setup
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "extras and not robots"
 

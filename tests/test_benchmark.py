@@ -374,7 +374,8 @@ class TestSeedsInOneProcess:
         ("workflow", "ranks", "library"),
         [
             ("training", 1, "rsl_rl"),  # the one-process path; each library's own state shows at 2 ranks too
-            *(("training_multigpu", 2, library) for library in LIBRARIES),
+            ("training_multigpu", 2, LIBRARIES[0]),
+            *(pytest.param("training_multigpu", 2, library, marks=pytest.mark.extras) for library in LIBRARIES[1:]),
         ],
     )
     def test_second_repeat_is_a_fresh_run(self, tmp_path_factory, workflow, ranks, library):
