@@ -77,6 +77,8 @@ CATALOGUE = [
     case("train-unknown-task-process", "train --task Isaac-cartpole --device cpu", "--task", "'Isaac-cartpole'",
          "known tasks: Isaac-Cartpole", how="subprocess"),
     case("train-missing-task", "train --device cpu", "required", "--task"),
+    case("train-misspelt-task", "train --tsk Isaac-Cartpole --device cpu", "unrecognized", "--tsk",
+         "did you mean --task?"),
     case("train-task-without-equivalent", "train --task Isaac-Ant-v0 --device cpu", "'Isaac-Ant-v0'",
          "closest: Rlscale-Ant (`rlscale list_tasks`)"),
     case("train-unknown-flag", f"{TRAIN} --num_env 8", "unrecognized", "--num_env 8", "did you mean --num_envs?"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import sys
 from collections.abc import Iterable, Sequence
 from typing import NoReturn
 
@@ -34,11 +35,22 @@ class OneLineParser(argparse.ArgumentParser):
     other_options: tuple[str, ...] = ()
     """Options the same command line accepts through another parser (a launcher's own, beside its ranks'), offered
     too when an unknown option is corrected."""
+    _unknown_options: tuple[str, ...] = ()
+    """The options of the command line being parsed that this parser does not know: a missing required option is
+    named after them, since it may be one of them misspelt."""
 
     def __init__(self, *args, allow_abbrev: bool = False, **kwargs):
         # No abbreviations: --check would be --checkpoint today and an error once another --check... option exists,
         # and an abbreviation a launcher takes for its own never reaches the ranks.
         super().__init__(*args, allow_abbrev=allow_abbrev, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):  # argparse's signature
+        given = sys.argv[1:] if args is None else list(args)
+        known = (*self._option_string_actions, "--")
+        self._unknown_options = tuple(
+            arg for arg in given if arg.startswith("--") and arg.partition("=")[0] not in known
+        )
+        return super().parse_known_args(given, namespace)
 
     def parse_args(self, args=None, namespace=None):  # argparse's signature
         parsed, extras = self.parse_known_args(args, namespace)
@@ -61,4 +73,8 @@ class OneLineParser(argparse.ArgumentParser):
         return tuple(self._option_string_actions)
 
     def error(self, message: str) -> NoReturn:
+        if message.startswith("the following arguments are required") and self._unknown_options:
+            # A misspelt required option shows as a missing one: name the misspelling, as any unknown option is named.
+            unknown, self._unknown_options = self._unknown_options, ()
+            self.refuse_unrecognized(unknown)
         self.exit(2, f"{self.prog}: error: {message}\n")
