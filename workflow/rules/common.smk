@@ -95,17 +95,19 @@ def grant(wildcards, resources):
 
 
 def time_limit_of(rule):
-    """The params.time_limit function of a train rule: its jobs' runtime, refused before any job is submitted when
-    their warning signal (slurm_extra's --signal) would come as they start (rlscale.study.warning_signal).
+    """The params.time_limit function of a train rule, which refuses, before any job is submitted, jobs whose warning
+    signal (slurm_extra's --signal) would come as they start (rlscale.study.warning_signal). Its value is always '',
+    which the rule's launcher or grant param holds already: Snakemake reruns a job whose set of param values changed,
+    and neither this check nor a new time limit may rerun a finished train run.
     """
 
     def checked(wildcards, resources):
-        runtime = resources.get("runtime")
+        runtime, extra = resources.get("runtime"), resources.get("slurm_extra")
         try:
-            check_time_limit(rule, runtime, resources.get("slurm_extra"))
+            check_time_limit(rule, runtime, extra)
         except ValueError as error:
             raise WorkflowError(f"config: {error}")
-        return runtime
+        return ""
 
     return checked
 
