@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 
-SIGNAL_OPTION = re.compile(r"--signal[= ]['\"]?(?:[RB]+:)?(?P<signal>\w+)(?:@(?P<lead>\d+))?")
+SIGNAL_OPTION = re.compile(r"--signal[= ]['\"]?(?:[RB]+:)?\w+(?:@(?P<lead>\d+))?")
 """sbatch's ``--signal=[{R|B}:]<sig_num>[@sig_time]``."""
 DEFAULT_LEAD_S = 60
 """sbatch's lead when ``--signal`` names no ``@sig_time``."""
