@@ -44,7 +44,7 @@ lint: setup
 	$(PY) tools/checks/module_sizes.py
 
 # Two pytest workers (pytest-xdist), each taking whole test files: the tests that train on two CPU ranks leave a core
-# idle for part of their time, which the other worker fills (about 12 minutes on 2 cores, 19 with one worker). The
+# idle for part of their time, which the other worker fills (about 13 minutes on 2 cores, 19 with one worker). The
 # targets below use them too, but test-stress, whose one test runs two trials at a time itself, and test-slurm.
 TEST_WORKERS ?= 2
 test: lint
