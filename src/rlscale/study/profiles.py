@@ -105,12 +105,13 @@ def profile_resources_dropped(resources: Sequence[tuple[str, str, str]]) -> list
     ``--default-resources`` replaced, as written: Snakemake reads a profile's list as that option's default, so the
     command line's list replaces all of it (the SLURM profile's warning signal and cores per GPU with it), not only the
     entries it names. (``--resources``, the global limits, is not read from the command line: replacing is meant.)"""
-    given = {option for source, option, _ in resources if source.startswith("--")}
-    named = {entry.split("=", 1)[0] for source, _, entry in resources if source.startswith("--")}
+    command_line = [(option, entry) for source, option, entry in resources if source.startswith("--")]
+    given = {option for option, _ in command_line}
+    named = {entry.partition("=")[0] for _, entry in command_line}
     return [
         entry
         for source, option, entry in resources
-        if not source.startswith("--") and option in given and entry.split("=", 1)[0] not in named
+        if not source.startswith("--") and option in given and entry.partition("=")[0] not in named
     ]
 
 

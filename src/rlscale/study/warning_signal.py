@@ -12,21 +12,12 @@ from __future__ import annotations
 import math
 import re
 
-SIGNAL_OPTION = re.compile(r"--signal[= ]['\"]?(?:[RB]+:)?\w+(?:@(?P<lead>\d+))?")
+SIGNAL_OPTION = re.compile(r"--signal[= ]['\"]?(?P<value>(?:[RB]+:)?\w+(?:@(?P<lead>\d+))?)")
 """sbatch's ``--signal=[{R|B}:]<sig_num>[@sig_time]``."""
 DEFAULT_LEAD_S = 60
 """sbatch's lead when ``--signal`` names no ``@sig_time``."""
 EARLY_BY_S = 60
 """sbatch(1): "the signal may be sent up to 60 seconds earlier than specified"."""
-
-
-def warning_lead_s(slurm_extra: str) -> int | None:
-    """Seconds before its time limit that a job submitted with ``slurm_extra`` gets its warning signal; ``None``
-    without a ``--signal`` option."""
-    found = SIGNAL_OPTION.search(slurm_extra or "")
-    if found is None:
-        return None
-    return int(found["lead"]) if found["lead"] is not None else DEFAULT_LEAD_S
 
 
 def check_time_limit(rule: str, runtime_min: object, slurm_extra: object) -> None:
@@ -36,14 +27,14 @@ def check_time_limit(rule: str, runtime_min: object, slurm_extra: object) -> Non
     Raises:
         ValueError: one line naming the rule, both settings and the shortest runtime that works.
     """
-    lead = warning_lead_s(str(slurm_extra or ""))
-    if lead is None or not isinstance(runtime_min, int | float):  # no signal, or a runtime SLURM's default decides
+    found = SIGNAL_OPTION.search(str(slurm_extra or ""))
+    if found is None or not isinstance(runtime_min, int | float):  # no signal, or a runtime SLURM's default decides
         return
+    lead = int(found["lead"]) if found["lead"] is not None else DEFAULT_LEAD_S
     if runtime_min * 60 <= lead + EARLY_BY_S:
-        shortest = math.floor((lead + EARLY_BY_S) / 60) + 1
-        signal_option = SIGNAL_OPTION.search(str(slurm_extra)).group(0).strip("'\"")
+        shortest, option = math.floor((lead + EARLY_BY_S) / 60) + 1, f"--signal={found['value']}"
         raise ValueError(
-            f"{rule}: runtime={runtime_min:g} minutes is not longer than its warning signal ({signal_option}, sent up "
-            f"to {lead + EARLY_BY_S} s before the time limit), so every job would stop and requeue itself as it "
+            f"{rule}: runtime={runtime_min:g} minutes is not longer than its warning signal ({option}, sent "
+            f"up to {lead + EARLY_BY_S} s before the time limit), so every job would stop and requeue itself as it "
             f"starts; set --set-resources {rule}:runtime={shortest} or more, or a shorter @seconds in its slurm_extra"
         )
