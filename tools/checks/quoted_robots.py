@@ -338,8 +338,8 @@ def warp_learning_h200_quotes(root: Path) -> list[Quote]:
             f"iterations, at {rates['go1', 'iterations_3'] / 1e3:.0f} k",
         )
     ]
-    for robot, goal in (("go1", "75 s"), ("g1", "5 minutes")):
-        times = sorted(first_within_target(run, robot) for run in folder.glob(f"{robot}_seed[0-9]"))
+    for robot, goal in (("Go1", "75 s"), ("G1", "5 minutes")):
+        times = sorted(first_within_target(run, robot.lower()) for run in folder.glob(f"{robot.lower()}_seed[0-9]"))
         row = f"| {len(times)} | {statistics.median(times):.1f} (median; {times[0]:.1f}–{times[-1]:.1f}) | {goal} |"
         quotes.append(Quote(ROBOTS_DOC, f"{robot} on MuJoCo Warp, time to target", row))
     return quotes
